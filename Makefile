@@ -1,0 +1,47 @@
+# pslbridge: every target does its own prerequisites; a second run is fast.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+JAR := jars/psl-runtime-2.4.0.jar
+STAMP := $(VENV)/.installed
+EXTRAS ?= dev,tf
+PYTEST_ARGS ?=
+
+.PHONY: setup fetch-jars test demo bench fuzz lint clean info
+
+setup: $(STAMP) $(JAR)
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+$(STAMP): pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install --quiet -e ".[$(EXTRAS)]"
+	touch $(STAMP)
+
+fetch-jars: $(JAR)
+
+$(JAR): jars/SHA256SUMS | $(STAMP)
+	$(PY) -m pslbridge.jars fetch
+	@touch $(JAR)
+
+test: setup
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+demo: setup
+	$(PY) -m pslbridge demo
+
+bench: setup
+	$(PY) -m pslbridge.benchmarks $(BENCH_ARGS)
+
+lint: setup
+	$(PY) -m ruff check pslbridge tests
+	$(PY) -m ruff format --check pslbridge tests || true
+
+info: setup
+	$(PY) -m pslbridge info
+
+clean:
+	rm -rf $(VENV) data/cache out build *.egg-info .pytest_cache .ruff_cache .hypothesis
+	rm -f jars/*.jar jars/*.tmp
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

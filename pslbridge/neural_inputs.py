@@ -1,0 +1,120 @@
+"""Validating neural prediction arrays before anything crosses into Java.
+
+Accepts numpy arrays, TensorFlow/Keras tensors (anything with ``.numpy()``), array-likes
+and pandas DataFrames indexed by entity. Everything becomes a C-contiguous float32
+array of shape ``(n_entities, n_classes)`` or a :class:`~pslbridge.errors.NeuralInputError`
+naming the predicate and what was expected.
+
+Example:
+    >>> import numpy as np
+    >>> as_prediction_array("Digit", np.full((2, 3), 1 / 3), (2, 3)).dtype
+    dtype('float32')
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .errors import NeuralInputError
+
+__all__ = ["as_prediction_array"]
+
+_TOLERANCE = 1e-6
+
+
+def _from_tensor(name: str, value: Any) -> Any:
+    device = getattr(value, "device", None)
+    if hasattr(value, "numpy") and callable(value.numpy):
+        try:
+            return value.numpy()
+        except Exception as exc:  # noqa: BLE001 - framework-specific failures
+            raise NeuralInputError(f"cannot read the tensor (device {device!r}) into host memory: {exc}; "
+                                   "move it to the CPU first", predicate=name) from exc
+    return value
+
+
+def as_prediction_array(name: str, value: Any, shape: tuple[int, int],
+                        entities: pd.DataFrame | None = None,
+                        classes: Sequence[str] | None = None) -> np.ndarray:
+    """Validate and convert one neural predicate's predictions.
+
+    Args:
+        name: The neural predicate (for messages).
+        value: The predictions.
+        shape: Expected ``(n_entities, n_classes)``.
+        entities: The program's entity rows (to align a DataFrame by its index).
+        classes: The class labels (to align a DataFrame's columns).
+
+    Returns:
+        A C-contiguous float32 array of ``shape``.
+
+    Raises:
+        NeuralInputError: Wrong type, shape, dtype, NaN/inf, or values outside [0, 1].
+
+    Example:
+        >>> as_prediction_array("Digit", [[0.5, 2.0]], (1, 2))
+        Traceback (most recent call last):
+        ...
+        pslbridge.errors.NeuralInputError: neural predicate 'Digit': values must lie in [0, 1]; got 2.0 at row 0, column 1
+    """
+    if isinstance(value, pd.DataFrame):
+        value = _align_frame(name, value, entities, classes)
+    value = _from_tensor(name, value)
+    if isinstance(value, (str, bytes)) or value is None:
+        raise NeuralInputError(f"expected an array of shape {shape}, got {type(value).__name__}", predicate=name)
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError) as exc:
+        raise NeuralInputError(f"cannot turn {type(value).__name__} into an array: {exc}", predicate=name) from exc
+    if array.dtype == object or not (np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_):
+        raise NeuralInputError(f"expected a numeric array, got dtype {array.dtype}", predicate=name)
+    if np.issubdtype(array.dtype, np.complexfloating):
+        raise NeuralInputError(f"expected real numbers, got dtype {array.dtype}", predicate=name)
+    if array.ndim == 1 and shape[1] == 1 and array.shape[0] == shape[0]:
+        array = array.reshape(shape)
+    if array.shape != tuple(shape):
+        raise NeuralInputError(f"expected shape {tuple(shape)} (entities x classes), got {array.shape}",
+                               predicate=name)
+    array = np.ascontiguousarray(array, dtype=np.float32)
+    finite = np.isfinite(array)
+    if not finite.all():
+        row, col = np.argwhere(~finite)[0]
+        raise NeuralInputError(f"values must be finite; got {array[row, col]} at row {row}, column {col}",
+                               predicate=name)
+    low, high = array.min(initial=0.0), array.max(initial=0.0)
+    if low < -_TOLERANCE or high > 1.0 + _TOLERANCE:
+        bad = np.argwhere((array < -_TOLERANCE) | (array > 1.0 + _TOLERANCE))[0]
+        raise NeuralInputError(
+            f"values must lie in [0, 1]; got {array[bad[0], bad[1]]} at row {bad[0]}, column {bad[1]}",
+            predicate=name)
+    np.clip(array, 0.0, 1.0, out=array)
+    return array
+
+
+def _align_frame(name: str, frame: pd.DataFrame, entities: pd.DataFrame | None,
+                 classes: Sequence[str] | None) -> np.ndarray:
+    if entities is None or classes is None:
+        return frame.to_numpy()
+    keys: list[Any]
+    if entities.shape[1] == 1:
+        keys = entities.iloc[:, 0].astype(str).tolist()
+        index = frame.index.astype(str)
+    else:
+        keys = [tuple(map(str, row)) for row in entities.itertuples(index=False)]
+        index = pd.MultiIndex.from_tuples([tuple(map(str, t)) for t in frame.index])
+    lookup = pd.Series(np.arange(len(frame)), index=index)
+    if lookup.index.has_duplicates:
+        raise NeuralInputError("the DataFrame index repeats an entity", predicate=name)
+    missing = [k for k in keys if k not in lookup.index]
+    if missing:
+        raise NeuralInputError(f"the DataFrame lacks {len(missing)} entities, e.g. {missing[0]!r}", predicate=name)
+    columns = [str(c) for c in frame.columns]
+    if sorted(columns) != sorted(map(str, classes)):
+        raise NeuralInputError(f"DataFrame columns {columns} must be the classes {list(classes)}", predicate=name)
+    ordered = frame.copy()
+    ordered.columns = columns
+    rows = lookup.loc[keys].to_numpy()
+    return ordered.iloc[rows][list(map(str, classes))].to_numpy()

