@@ -115,7 +115,8 @@ def _cmd_infer(args: argparse.Namespace) -> int:
     if bridge.neural_predicates:
         raise PslBridgeError(
             f"the model has neural predicates {bridge.neural_predicates}; their predictions come from "
-            "Python (Bridge.infer(neural=...)), not from the command line")
+            "Python (Bridge.infer(neural=...)), not from the command line"
+        )
     result = bridge.infer()
     out_dir = Path(args.output) if args.output else None
     if out_dir is not None:
@@ -127,8 +128,11 @@ def _cmd_infer(args: argparse.Namespace) -> int:
             sys.stdout.write(f"--- {name.upper()}\n{text}")
         else:
             (out_dir / f"{name.upper()}.txt").write_text(text)
-    print(f"objective {result.objective:.6g}, violated constraints {result.violated_constraints}, "
-          f"iterations {result.iterations}", file=sys.stderr)
+    print(
+        f"objective {result.objective:.6g}, violated constraints {result.violated_constraints}, "
+        f"iterations {result.iterations}",
+        file=sys.stderr,
+    )
     bridge.close()
     return 0
 
@@ -142,9 +146,11 @@ def _cmd_demo(_: argparse.Namespace) -> int:
         t1 = time.perf_counter()
         result = bridge.infer()
         print(f"pslbridge {__version__} demo: {model.relative_to(_REPO)}")
-        print(f"  {len(bridge.rules)} rules, {bridge.atom_count} atoms, {bridge.term_count} ground terms; "
-              f"start + load + ground {t1 - t0:.2f}s, MAP inference {result.timings['solve']:.3f}s "
-              f"({result.iterations} ADMM iterations, objective {result.objective:.4f})")
+        print(
+            f"  {len(bridge.rules)} rules, {bridge.atom_count} atoms, {bridge.term_count} ground terms; "
+            f"start + load + ground {t1 - t0:.2f}s, MAP inference {result.timings['solve']:.3f}s "
+            f"({result.iterations} ADMM iterations, objective {result.objective:.4f})"
+        )
         frame = result.to_frame("Knows").sort_values("value", ascending=False)
         print("  most likely acquaintances (Knows):")
         for row in frame.head(8).itertuples(index=False):

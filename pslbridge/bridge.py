@@ -1,5 +1,6 @@
-"""The public :class:`Bridge`: a resident PSL program you push neural predictions
-into and get MAP values (and, for learning, energies and gradients) out of.
+"""The public :class:`Bridge`: a resident PSL program that takes neural predictions and returns MAP states.
+
+Push a network's predictions in, get MAP values (and, for learning, energies and gradients) out.
 
 Example:
     >>> import pslbridge
@@ -19,9 +20,10 @@ Example:
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -99,9 +101,15 @@ class Bridge:
         >>> bridge.infer().to_frame("Knows").head()  # doctest: +SKIP
     """
 
-    def __init__(self, model: ModelSpec | str | Path, data: str | Path | None = None, *,
-                 phase: str = "infer", options: Mapping[str, Any] | None = None,
-                 reasoner: str = "admm") -> None:
+    def __init__(
+        self,
+        model: ModelSpec | str | Path,
+        data: str | Path | None = None,
+        *,
+        phase: str = "infer",
+        options: Mapping[str, Any] | None = None,
+        reasoner: str = "admm",
+    ) -> None:
         spec = model if isinstance(model, ModelSpec) else load_model(model, data, phase=phase)
         self._program: GroundProgram | None = GroundProgram(spec, dict(options or {}), reasoner)
         self._pushed: set[str] = set()
@@ -111,8 +119,7 @@ class Bridge:
     # -- constructors ---------------------------------------------------------------
 
     @classmethod
-    def from_python(cls, *, options: Mapping[str, Any] | None = None, reasoner: str = "admm",
-                    **model: Any) -> Bridge:
+    def from_python(cls, *, options: Mapping[str, Any] | None = None, reasoner: str = "admm", **model: Any) -> Bridge:
         """Build from Python objects; keyword arguments as :meth:`ModelSpec.from_python`.
 
         Example:
@@ -148,8 +155,10 @@ class Bridge:
     def _block(self, predicate: str) -> NeuralBlock:
         block = self.program.neural.get(predicate.upper())
         if block is None:
-            raise NeuralInputError(f"not a neural predicate of this model; neural predicates: "
-                                   f"{self.neural_predicates or 'none'}", predicate=predicate)
+            raise NeuralInputError(
+                f"not a neural predicate of this model; neural predicates: {self.neural_predicates or 'none'}",
+                predicate=predicate,
+            )
         return block
 
     def entities(self, predicate: str) -> pd.DataFrame:
@@ -247,8 +256,7 @@ class Bridge:
         for name, value in neural.items():
             block = self._block(str(name))
             shape = (int(block.index.shape[0]), int(block.index.shape[1]))
-            checked.append((block, as_prediction_array(block.spec.name, value, shape, block.entities,
-                                                       block.classes)))
+            checked.append((block, as_prediction_array(block.spec.name, value, shape, block.entities, block.classes)))
         for block, array in checked:
             program.write_neural(block, array)
             self._pushed.add(block.spec.key)
@@ -280,8 +288,11 @@ class Bridge:
             self.push(neural)
         missing = [b.spec.name for k, b in program.neural.items() if k not in self._pushed]
         if missing:
-            raise NeuralInputError(f"no predictions were given yet for neural predicate(s) {missing}; pass "
-                                   f"infer(neural={{{missing[0]!r}: array}})", predicate=missing[0])
+            raise NeuralInputError(
+                f"no predictions were given yet for neural predicate(s) {missing}; pass "
+                f"infer(neural={{{missing[0]!r}: array}})",
+                predicate=missing[0],
+            )
         t1 = time.perf_counter()
         stats = program.solve(reset=reset)
         self._solves += 1
@@ -289,8 +300,14 @@ class Bridge:
         values = self._read_targets()
         t3 = time.perf_counter()
         frames = {self.spec.predicates[k].name: f for k, (f, _) in program.targets.items()}
-        return InferenceResult(values, stats.objective, stats.violated_constraints, stats.iterations,
-                               {"push": t1 - t0, "solve": t2 - t1, "read": t3 - t2}, frames)
+        return InferenceResult(
+            values,
+            stats.objective,
+            stats.violated_constraints,
+            stats.iterations,
+            {"push": t1 - t0, "solve": t2 - t1, "read": t3 - t2},
+            frames,
+        )
 
     def _read_targets(self) -> dict[str, np.ndarray]:
         program = self.program
@@ -330,5 +347,7 @@ class Bridge:
         if self._program is None:
             return "<Bridge closed>"
         p = self._program
-        return (f"<Bridge {p.spec.source}: {len(p.rules)} rules, {p.atom_count} atoms, {p.term_count} terms, "
-                f"neural={self.neural_predicates}>")
+        return (
+            f"<Bridge {p.spec.source}: {len(p.rules)} rules, {p.atom_count} atoms, {p.term_count} terms, "
+            f"neural={self.neural_predicates}>"
+        )

@@ -145,10 +145,10 @@ def verify_jar(path: Path, sha256: str | None = None) -> None:
         JarError: The file is missing, unreadable or its digest differs.
 
     Example:
-        >>> verify_jar(Path("/nonexistent.jar"))
+        >>> verify_jar(Path("/nonexistent.jar"))  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        pslbridge.errors.JarError: PSL jar not found at /nonexistent.jar: run `make fetch-jars` (or `python -m pslbridge.jars fetch`)
+        pslbridge.errors.JarError: PSL jar not found at /nonexistent.jar: run `make fetch-jars` ...
     """
     path = Path(path)
     if not path.is_file():
@@ -214,8 +214,18 @@ def _atomic_install(source_stream, target: Path, sha256: str | None) -> Path:
 
 def _fetch_from_wheel(target: Path, sha256: str | None) -> Path:
     with tempfile.TemporaryDirectory(prefix="pslbridge-wheel-") as tmpdir:
-        cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-               "--only-binary=:all:", PSLPYTHON_WHEEL, "-d", tmpdir]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--only-binary=:all:",
+            PSLPYTHON_WHEEL,
+            "-d",
+            tmpdir,
+        ]
         log.info("downloading %s with pip", PSLPYTHON_WHEEL)
         proc = subprocess.run(cmd, capture_output=True, text=True)
         wheels = sorted(Path(tmpdir).glob("pslpython-*.whl"))
@@ -286,9 +296,7 @@ def fetch(
         if sha256 is None or sha256_of(target) == sha256:
             log.info("PSL jar already present: %s", target)
             return target
-        raise JarError(
-            f"{target} exists but does not match the pinned SHA-256; rerun with --force to replace it"
-        )
+        raise JarError(f"{target} exists but does not match the pinned SHA-256; rerun with --force to replace it")
     url = url or os.environ.get("PSLBRIDGE_JAR_URL")
     if jar is not None:
         source = Path(jar).expanduser()
@@ -322,8 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
         if args.command == "fetch":
-            path = fetch(force=args.force, jar=args.jar, url=args.url,
-                         verify=not args.no_verify, jar_dir=args.dir)
+            path = fetch(force=args.force, jar=args.jar, url=args.url, verify=not args.no_verify, jar_dir=args.dir)
             print(f"PSL jar ready: {path}")
         elif args.command == "verify":
             path = resolve_jar()

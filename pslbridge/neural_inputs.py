@@ -13,7 +13,8 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -31,14 +32,20 @@ def _from_tensor(name: str, value: Any) -> Any:
         try:
             return value.numpy()
         except Exception as exc:  # noqa: BLE001 - framework-specific failures
-            raise NeuralInputError(f"cannot read the tensor (device {device!r}) into host memory: {exc}; "
-                                   "move it to the CPU first", predicate=name) from exc
+            raise NeuralInputError(
+                f"cannot read the tensor (device {device!r}) into host memory: {exc}; move it to the CPU first",
+                predicate=name,
+            ) from exc
     return value
 
 
-def as_prediction_array(name: str, value: Any, shape: tuple[int, int],
-                        entities: pd.DataFrame | None = None,
-                        classes: Sequence[str] | None = None) -> np.ndarray:
+def as_prediction_array(
+    name: str,
+    value: Any,
+    shape: tuple[int, int],
+    entities: pd.DataFrame | None = None,
+    classes: Sequence[str] | None = None,
+) -> np.ndarray:
     """Validate and convert one neural predicate's predictions.
 
     Args:
@@ -55,10 +62,10 @@ def as_prediction_array(name: str, value: Any, shape: tuple[int, int],
         NeuralInputError: Wrong type, shape, dtype, NaN/inf, or values outside [0, 1].
 
     Example:
-        >>> as_prediction_array("Digit", [[0.5, 2.0]], (1, 2))
+        >>> as_prediction_array("Digit", [[0.5, 2.0]], (1, 2))  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        pslbridge.errors.NeuralInputError: neural predicate 'Digit': values must lie in [0, 1]; got 2.0 at row 0, column 1
+        pslbridge.errors.NeuralInputError: neural predicate 'Digit': values must lie in [0, 1]; got 2.0 at row 0, ...
     """
     if isinstance(value, pd.DataFrame):
         value = _align_frame(name, value, entities, classes)
@@ -76,26 +83,27 @@ def as_prediction_array(name: str, value: Any, shape: tuple[int, int],
     if array.ndim == 1 and shape[1] == 1 and array.shape[0] == shape[0]:
         array = array.reshape(shape)
     if array.shape != tuple(shape):
-        raise NeuralInputError(f"expected shape {tuple(shape)} (entities x classes), got {array.shape}",
-                               predicate=name)
+        raise NeuralInputError(f"expected shape {tuple(shape)} (entities x classes), got {array.shape}", predicate=name)
     array = np.ascontiguousarray(array, dtype=np.float32)
     finite = np.isfinite(array)
     if not finite.all():
         row, col = np.argwhere(~finite)[0]
-        raise NeuralInputError(f"values must be finite; got {array[row, col]} at row {row}, column {col}",
-                               predicate=name)
+        raise NeuralInputError(
+            f"values must be finite; got {array[row, col]} at row {row}, column {col}", predicate=name
+        )
     low, high = array.min(initial=0.0), array.max(initial=0.0)
     if low < -_TOLERANCE or high > 1.0 + _TOLERANCE:
         bad = np.argwhere((array < -_TOLERANCE) | (array > 1.0 + _TOLERANCE))[0]
         raise NeuralInputError(
-            f"values must lie in [0, 1]; got {array[bad[0], bad[1]]} at row {bad[0]}, column {bad[1]}",
-            predicate=name)
+            f"values must lie in [0, 1]; got {array[bad[0], bad[1]]} at row {bad[0]}, column {bad[1]}", predicate=name
+        )
     np.clip(array, 0.0, 1.0, out=array)
     return array
 
 
-def _align_frame(name: str, frame: pd.DataFrame, entities: pd.DataFrame | None,
-                 classes: Sequence[str] | None) -> np.ndarray:
+def _align_frame(
+    name: str, frame: pd.DataFrame, entities: pd.DataFrame | None, classes: Sequence[str] | None
+) -> np.ndarray:
     if entities is None or classes is None:
         return frame.to_numpy()
     keys: list[Any]

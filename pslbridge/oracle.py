@@ -20,9 +20,10 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -33,11 +34,14 @@ from .model_files import ModelSpec
 __all__ = ["RuntimeOutput", "run_runtime", "spec_to_runtime_config"]
 
 
-def spec_to_runtime_config(spec: ModelSpec, neural: Mapping[str, np.ndarray] | None = None,
-                           entities: Mapping[str, pd.DataFrame] | None = None,
-                           classes: Mapping[str, list[str]] | None = None,
-                           rule_weights: Mapping[int, float] | None = None,
-                           options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def spec_to_runtime_config(
+    spec: ModelSpec,
+    neural: Mapping[str, np.ndarray] | None = None,
+    entities: Mapping[str, pd.DataFrame] | None = None,
+    classes: Mapping[str, list[str]] | None = None,
+    rule_weights: Mapping[int, float] | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """Write a model as one self-contained PSL runtime config (data inline).
 
     Args:
@@ -56,7 +60,7 @@ def spec_to_runtime_config(spec: ModelSpec, neural: Mapping[str, np.ndarray] | N
         >>> spec = ModelSpec.from_python(rules=["1: A(X) -> B(X) ^2"], predicates={"A": 1, "B": 1},
         ...                              observations={"A": [("x", 1.0)]}, targets={"B": [("x",)]})
         >>> spec_to_runtime_config(spec)["predicates"]["A/1"]["observations"]
-        [['x', '1.0']]
+        {'infer': [['x', '1.0']]}
     """
     rules = []
     for i, rule in enumerate(spec.rules):
@@ -156,12 +160,16 @@ json.dump(out, open(sys.argv[3], "w"))
 """
 
 
-def run_runtime(spec: ModelSpec, neural: Mapping[str, np.ndarray] | None = None, *,
-                entities: Mapping[str, pd.DataFrame] | None = None,
-                classes: Mapping[str, list[str]] | None = None,
-                options: Mapping[str, Any] | None = None,
-                rule_weights: Mapping[int, float] | None = None,
-                timeout: float = 600.0) -> RuntimeOutput:
+def run_runtime(
+    spec: ModelSpec,
+    neural: Mapping[str, np.ndarray] | None = None,
+    *,
+    entities: Mapping[str, pd.DataFrame] | None = None,
+    classes: Mapping[str, list[str]] | None = None,
+    options: Mapping[str, Any] | None = None,
+    rule_weights: Mapping[int, float] | None = None,
+    timeout: float = 600.0,
+) -> RuntimeOutput:
     """Run PSL's own ``Runtime`` on a model in a new Python process and return its answer.
 
     Args:
@@ -188,15 +196,23 @@ def run_runtime(spec: ModelSpec, neural: Mapping[str, np.ndarray] | None = None,
         out_path = Path(tmp) / "out.json"
         cfg_path.write_text(json.dumps(config))
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parent.parent),
-                                             env.get("PYTHONPATH", "")])
-        proc = subprocess.run([sys.executable, "-c", _CHILD, str(cfg_path), tmp, str(out_path)],
-                              capture_output=True, text=True, timeout=timeout, env=env, cwd=tmp)
+        env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parent.parent), env.get("PYTHONPATH", "")])
+        proc = subprocess.run(
+            [sys.executable, "-c", _CHILD, str(cfg_path), tmp, str(out_path)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            cwd=tmp,
+        )
         if proc.returncode != 0 or not out_path.is_file():
             raise EngineError(f"PSL Runtime oracle failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
         raw = json.loads(out_path.read_text())
     atoms = pd.DataFrame(
-        [(a["predicate"], tuple(str(x) for x in a["arguments"]), float(a["value"]), bool(a.get("observed")))
-         for a in raw.get("atoms") or []],
-        columns=["predicate", "arguments", "value", "observed"])
+        [
+            (a["predicate"], tuple(str(x) for x in a["arguments"]), float(a["value"]), bool(a.get("observed")))
+            for a in raw.get("atoms") or []
+        ],
+        columns=["predicate", "arguments", "value", "observed"],
+    )
     return RuntimeOutput(atoms, list(raw.get("rules") or []), raw.get("objective"), proc.stdout + proc.stderr)

@@ -110,8 +110,7 @@ class GroundProgram:
     """
 
     @jvm.required
-    def __init__(self, spec: ModelSpec, options: dict[str, Any] | None = None,
-                 reasoner: str = "admm") -> None:
+    def __init__(self, spec: ModelSpec, options: dict[str, Any] | None = None, reasoner: str = "admm") -> None:
         self.spec = spec
         self.id = next(_ids)
         self.options = {**spec.options, **{k: _opt(v) for k, v in (options or {}).items()}}
@@ -132,8 +131,15 @@ class GroundProgram:
         self._index_atoms()
         t4 = time.perf_counter()
         self.timings = {"compile": t1 - t0, "load": t2 - t1, "ground": t3 - t2, "index": t4 - t3}
-        log.info("program %d: %d atoms, %d terms (load %.2fs, ground %.2fs, index %.2fs)", self.id,
-                 self.atom_count, self.term_count, t2 - t1, t3 - t2, t4 - t3)
+        log.info(
+            "program %d: %d atoms, %d terms (load %.2fs, ground %.2fs, index %.2fs)",
+            self.id,
+            self.atom_count,
+            self.term_count,
+            t2 - t1,
+            t3 - t2,
+            t4 - t3,
+        )
 
     # -- building ------------------------------------------------------------------
 
@@ -155,15 +161,20 @@ class GroundProgram:
     def _check_clash(self, spec: PredicateSpec, existing: Any) -> None:
         existing_types = [str(existing.getArgumentType(i)) for i in range(int(existing.getArity()))]
         is_deep = bool(isinstance(existing, J.DeepPredicate))
-        if existing_types != spec.types or is_deep != (spec.neural is not None) \
-                or not isinstance(existing, J.StandardPredicate):
+        if (
+            existing_types != spec.types
+            or is_deep != (spec.neural is not None)
+            or not isinstance(existing, J.StandardPredicate)
+        ):
             kind = "neural" if is_deep else "standard"
             raise ModelFileError(
                 f"predicate {spec.name}({', '.join(spec.types)}) clashes with {kind} predicate "
                 f"{existing.getName()}({', '.join(existing_types)}) already declared in this process; PSL keeps "
                 "one global predicate registry, so programs in one process must agree on each predicate's "
                 "arity, argument types and kind (rename one of them)",
-                path=self.spec.source, predicate=spec.name)
+                path=self.spec.source,
+                predicate=spec.name,
+            )
 
     def _compile_rules(self) -> list[Any]:
         if not self.spec.rules:
@@ -184,8 +195,13 @@ class GroundProgram:
             spec = self.spec.predicates.get(name.upper())
             if spec is None:
                 known = ", ".join(p.name for p in self.spec.predicates.values())
-                raise ModelFileError(f"unknown predicate {name!r} in rule {rule.text!r} (the model declares: "
-                                     f"{known})", path=rule.path, line=rule.line, rule=rule.text, predicate=name)
+                raise ModelFileError(
+                    f"unknown predicate {name!r} in rule {rule.text!r} (the model declares: {known})",
+                    path=rule.path,
+                    line=rule.line,
+                    rule=rule.text,
+                    predicate=name,
+                )
             depth, arity, i = 0, 1, match.end()
             empty = True
             while i < len(text):
@@ -205,8 +221,12 @@ class GroundProgram:
                 arity = 0
             if arity != spec.arity:
                 raise ModelFileError(
-                    f"predicate {spec.name} takes {spec.arity} argument(s) but the rule gives {arity}: "
-                    f"{rule.text!r}", path=rule.path, line=rule.line, rule=rule.text, predicate=spec.name)
+                    f"predicate {spec.name} takes {spec.arity} argument(s) but the rule gives {arity}: {rule.text!r}",
+                    path=rule.path,
+                    line=rule.line,
+                    rule=rule.text,
+                    predicate=spec.name,
+                )
 
     def _load_data(self) -> None:
         url = f"jdbc:sqlite:file:pslbridge_{self.id}_{id(self)}?mode=memory&cache=shared&read_uncommitted=true"
@@ -214,16 +234,18 @@ class GroundProgram:
             self._datastore = J.RDBMSDataStore(J.SQLiteDriver(url, True))
             for pred in self._predicates.values():
                 self._datastore.registerPredicate(pred)
-            self._partitions = {name: self._datastore.getPartition(name)
-                                for name in ("observations", "targets", "truth")}
+            self._partitions = {
+                name: self._datastore.getPartition(name) for name in ("observations", "targets", "truth")
+            }
         self._check_duplicates()
         self._neural_targets: dict[str, DataTable] = {}
         for spec in self.spec.neural_predicates:
             table = self._neural_target_table(spec)
             if table is not None:
                 self._neural_targets[spec.key] = table
-        tables = [t for t in self.spec.data
-                  if not (t.partition == "targets" and t.predicate.upper() in self._neural_targets)]
+        tables = [
+            t for t in self.spec.data if not (t.partition == "targets" and t.predicate.upper() in self._neural_targets)
+        ]
         tables += list(self._neural_targets.values())
         for table in tables:
             if len(table) == 0:
@@ -252,7 +274,10 @@ class GroundProgram:
                     raise ModelFileError(
                         f"atom {table.predicate}({', '.join(row)}) appears twice: in {table.partition} here and in "
                         f"{first[0]} at {where}; each atom may appear once across observations and targets",
-                        path=origin, line=line, predicate=table.predicate)
+                        path=origin,
+                        line=line,
+                        predicate=table.predicate,
+                    )
                 seen[key] = (table.partition, origin, line)
 
     def _neural_target_table(self, spec: PredicateSpec) -> DataTable | None:
@@ -265,7 +290,10 @@ class GroundProgram:
         if entities is None:
             raise ModelFileError(
                 f"neural predicate {spec.name} has no target atoms and no entity-data-map-path; give its atoms "
-                "as targets or name an entity-data map", path=self.spec.source, predicate=spec.name)
+                "as targets or name an entity-data map",
+                path=self.spec.source,
+                predicate=spec.name,
+            )
         k = spec.neural.class_size
         ent = entities.to_numpy(dtype=object)
         args = np.empty((len(ent) * k, spec.arity), dtype=object)
@@ -289,26 +317,36 @@ class GroundProgram:
             with open(path, encoding="utf-8") as handle:
                 lines = [(i, ln.strip().split("\t")) for i, ln in enumerate(handle, start=1) if ln.strip()]
         except FileNotFoundError:
-            raise ModelFileError(f"entity-data map of {spec.name} not found: {path}", path=path,
-                                 predicate=spec.name) from None
+            raise ModelFileError(
+                f"entity-data map of {spec.name} not found: {path}", path=path, predicate=spec.name
+            ) from None
         if not lines:
             raise ModelFileError(f"entity-data map of {spec.name} is empty", path=path, predicate=spec.name)
         width = len(lines[0][1])
         for number, parts in lines:
             if len(parts) < n_ent:
-                raise ModelFileError(f"entity row needs {n_ent} entity argument(s) for {spec.name}", path=path,
-                                     line=number, predicate=spec.name)
+                raise ModelFileError(
+                    f"entity row needs {n_ent} entity argument(s) for {spec.name}",
+                    path=path,
+                    line=number,
+                    predicate=spec.name,
+                )
             if len(parts) != width:
-                raise ModelFileError(f"ragged entity-data map: {len(parts)} columns, the first row has {width}",
-                                     path=path, line=number, predicate=spec.name)
+                raise ModelFileError(
+                    f"ragged entity-data map: {len(parts)} columns, the first row has {width}",
+                    path=path,
+                    line=number,
+                    predicate=spec.name,
+                )
         ents = pd.DataFrame([p[:n_ent] for _, p in lines], columns=[f"arg{i}" for i in range(n_ent)])
         features = None
         if width > n_ent:
             try:
                 features = np.asarray([[float(x) for x in p[n_ent:]] for _, p in lines], dtype=np.float32)
             except ValueError as exc:
-                raise ModelFileError(f"non-numeric feature in entity-data map of {spec.name}: {exc}", path=path,
-                                     predicate=spec.name) from None
+                raise ModelFileError(
+                    f"non-numeric feature in entity-data map of {spec.name}: {exc}", path=path, predicate=spec.name
+                ) from None
         cache[spec.key] = (ents, features)
         return cache[spec.key]
 
@@ -378,16 +416,14 @@ class GroundProgram:
         missing = np.flatnonzero(idx < 0)
         if missing.size:
             row = int(missing[0])
-            raise ModelFileError(f"atom {keys[row]} was loaded but is not in PSL's atom store",
-                                 predicate=spec.name)
+            raise ModelFileError(f"atom {keys[row]} was loaded but is not in PSL's atom store", predicate=spec.name)
         return idx
 
     def _neural_block(self, spec: PredicateSpec) -> NeuralBlock:
         assert spec.neural is not None
         k = spec.neural.class_size
         tables = self.spec.tables(spec.name, "targets")
-        args = (np.concatenate([t.args for t in tables]) if tables
-                else self._neural_targets[spec.key].args)
+        args = np.concatenate([t.args for t in tables]) if tables else self._neural_targets[spec.key].args
         ent_map, features = self._entity_map(spec)
         if ent_map is not None:
             entities = ent_map
@@ -400,7 +436,10 @@ class GroundProgram:
         if len(classes) != k:
             raise ModelFileError(
                 f"neural predicate {spec.name} declares class-size {k} but its atoms use {len(classes)} class "
-                f"value(s): {classes[:12]}", predicate=spec.name, path=self.spec.source)
+                f"value(s): {classes[:12]}",
+                predicate=spec.name,
+                path=self.spec.source,
+            )
         ent = entities.to_numpy(dtype=object)
         full = np.empty((len(ent) * k, spec.arity), dtype=object)
         full[:, :-1] = np.repeat(ent, k, axis=0)
@@ -411,22 +450,28 @@ class GroundProgram:
             bad = int(np.flatnonzero(index < 0)[0])
             raise ModelFileError(
                 f"neural predicate {spec.name}: entity {tuple(full[bad, :-1])} has no atom for class "
-                f"{full[bad, -1]!r}; every entity needs all {k} class atoms", predicate=spec.name,
-                path=spec.neural.entity_data_map_path or self.spec.source)
+                f"{full[bad, -1]!r}; every entity needs all {k} class atoms",
+                predicate=spec.name,
+                path=spec.neural.entity_data_map_path or self.spec.source,
+            )
         index = index.reshape(len(ent), k)
         extra = len(args) - index.size
         if extra > 0 and ent_map is not None:
             raise ModelFileError(
                 f"neural predicate {spec.name} has {extra} target atom(s) for entities missing from its "
-                "entity-data map", predicate=spec.name, path=spec.neural.entity_data_map_path)
+                "entity-data map",
+                predicate=spec.name,
+                path=spec.neural.entity_data_map_path,
+            )
         flat = index.ravel()
         start, stop, perm = int(flat.min()), int(flat.max()) + 1, None
         if stop - start == flat.size:
             perm = flat - start
         else:
             start = stop = None  # type: ignore[assignment]
-        return NeuralBlock(spec, entities.reset_index(drop=True), [str(c) for c in classes], index,
-                           features, start, stop, perm)
+        return NeuralBlock(
+            spec, entities.reset_index(drop=True), [str(c) for c in classes], index, features, start, stop, perm
+        )
 
     # -- runtime -------------------------------------------------------------------
 
@@ -448,11 +493,11 @@ class GroundProgram:
         if block.start is not None and block.perm is not None:
             chunk = np.empty(flat.size, dtype=np.float32)
             chunk[block.perm] = flat
-            arr[block.start:block.stop] = chunk
+            arr[block.start : block.stop] = chunk
         else:
             everything = self.atom_values()
             everything[block.index.ravel()] = flat
-            arr[0:self.atom_count] = everything
+            arr[0 : self.atom_count] = everything
         self._dirty_atoms = True
 
     def sync_atoms(self) -> None:
@@ -469,6 +514,8 @@ class GroundProgram:
         if reset:
             self.sync_atoms()
         _java.last_solve.clear()
+        if self.reasoner_name == "admm":
+            _java.clear_admm_cache()
         with guard("inference"):
             objective = float(self._app.inference(False, bool(reset)))
         self._dirty_atoms = False

@@ -16,9 +16,9 @@ MODELS = REPO / "models"
 
 #: ADMM tolerances tight enough for 1e-3 parity with the jar's Runtime.
 TIGHT = {
-    "admmreasoner.maxiterations": "100000",
-    "admmreasoner.epsilonabs": "1e-8",
-    "admmreasoner.epsilonrel": "1e-8",
+    "admmreasoner.maxiterations": "20000",
+    "admmreasoner.epsilonabs": "1e-7",
+    "admmreasoner.epsilonrel": "1e-7",
 }
 
 
@@ -31,11 +31,18 @@ def jvm_started():
     return jvm
 
 
-def run_python(code: str, *, env: dict[str, str] | None = None, timeout: float = 300,
-               cwd: str | Path | None = None) -> subprocess.CompletedProcess:
+def run_python(
+    code: str, *, env: dict[str, str] | None = None, timeout: float = 300, cwd: str | Path | None = None
+) -> subprocess.CompletedProcess:
     """Run code in a fresh interpreter with the repository importable."""
     full_env = dict(os.environ)
     full_env["PYTHONPATH"] = os.pathsep.join([str(REPO), full_env.get("PYTHONPATH", "")])
     full_env.update(env or {})
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          timeout=timeout, env=full_env, cwd=str(cwd or REPO))
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
+        cwd=str(cwd or REPO),
+    )

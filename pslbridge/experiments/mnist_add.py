@@ -11,8 +11,8 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -44,8 +44,13 @@ def possible_digit_rows() -> list[tuple[int, int]]:
     return [(x, z) for z in range(19) for x in range(10) if 0 <= z - x <= 9]
 
 
-def add1_spec(pairs: Sequence[tuple[int, int]], sums: Sequence[int] | None = None, *,
-              phase: str = "infer", options: dict[str, str] | None = None) -> ModelSpec:
+def add1_spec(
+    pairs: Sequence[tuple[int, int]],
+    sums: Sequence[int] | None = None,
+    *,
+    phase: str = "infer",
+    options: dict[str, str] | None = None,
+) -> ModelSpec:
     """Build the MNIST-Add1 program for image pairs.
 
     Args:
@@ -76,13 +81,21 @@ def add1_spec(pairs: Sequence[tuple[int, int]], sums: Sequence[int] | None = Non
     truth = None
     if sums is not None:
         sums_arr = np.asarray(sums, dtype=np.int64)
-        truth = {"ImageSum": [(a, b, z, 1.0 if z == s else 0.0)
-                              for (a, b), s in zip(pairs_arr.tolist(), sums_arr.tolist()) for z in range(19)]}
+        truth = {
+            "ImageSum": [
+                (a, b, z, 1.0 if z == s else 0.0)
+                for (a, b), s in zip(pairs_arr.tolist(), sums_arr.tolist())
+                for z in range(19)
+            ]
+        }
     spec = ModelSpec.from_python(
         rules=ADD1_RULES.read_text(),
         predicates=preds,
-        observations={"ImageSumBlock": [tuple(p) for p in pairs_arr.tolist()], "DigitSum": digit_sum_rows(),
-                      "PossibleDigits": possible_digit_rows()},
+        observations={
+            "ImageSumBlock": [tuple(p) for p in pairs_arr.tolist()],
+            "DigitSum": digit_sum_rows(),
+            "PossibleDigits": possible_digit_rows(),
+        },
         targets={"Neural": neural_targets, "ImageSum": targets},
         truth=truth,
         options=options,

@@ -1,0 +1,24 @@
+"""Run the docstring examples of the modules that need no JVM."""
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = [
+    "pslbridge",
+    "pslbridge.errors",
+    "pslbridge.jars",
+    "pslbridge.model_files",
+    "pslbridge.neural_inputs",
+    "pslbridge.oracle",
+    "pslbridge.experiments",
+    "pslbridge.experiments.mnist_add",
+]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples(name):
+    module = importlib.import_module(name)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0
