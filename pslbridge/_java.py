@@ -171,6 +171,19 @@ def translate(
             java_class="java.lang.OutOfMemoryError",
             java_trace=trace,
         )
+    for jexc, name in zip(chain, names):
+        if name.endswith("PersistedAtomManagementException"):
+            text = _message(jexc) or ""
+            atoms, bad_rule = "?", "?"
+            if "Offending atom(s): " in text:
+                atoms = text.split("Offending atom(s): ", 1)[1].split(". This", 1)[0]
+            if "grounding of the rule: " in text:
+                bad_rule = text.split("grounding of the rule: ", 1)[1].rstrip(".")
+            return ModelFileError(
+                f"grounding rule {bad_rule} needs target atom(s) {atoms} that are not in the targets; add them to "
+                "the predicate's targets (or give them as observations if the predicate should be closed)",
+                path=path,
+            )
     if rule is not None:
         position = _antlr_position(chain)
         if position is not None or any(n.startswith("org.antlr") for n in names):

@@ -1,0 +1,249 @@
+"""Every bad input gives a typed error naming what is at fault; the process stays usable."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from pslbridge import Bridge, ClosedError, ModelFileError, NeuralInputError, load_model
+from pslbridge.errors import ConfigurationError, EngineError
+from pslbridge.experiments.mnist_add import add1_spec
+from pslbridge.model_files import ModelSpec
+
+from conftest import MODELS
+
+pytestmark = pytest.mark.usefixtures("jvm_started")
+
+SA = MODELS / "simple-acquaintances"
+
+
+@pytest.fixture
+def sa_copy(tmp_path):
+    shutil.copytree(SA, tmp_path / "sa")
+    return tmp_path / "sa"
+
+
+def _still_usable():
+    """After any failure the same process builds and runs a new program."""
+    with Bridge(load_model(SA / "simple-acquaintances.json")) as bridge:
+        assert bridge.infer().violated_constraints == 0
+
+
+def test_malformed_rule_names_file_line_and_position(sa_copy):
+    rules = sa_copy / "simple-acquaintances.psl"
+    lines = rules.read_text().splitlines()
+    lines[3] = "20: Lived(P1, L & Lived(P2, L) -> Knows(P1, P2) ^2"
+    rules.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ModelFileError) as info:
+        Bridge(sa_copy / "simple-acquaintances.json")
+    err = info.value
+    assert err.path.endswith("simple-acquaintances.psl") and err.line == 4
+    assert "syntax error" in str(err) and "column" in str(err) and "Lived(P1, L & Lived" in str(err)
+    _still_usable()
+
+
+def test_unknown_predicate_in_rule():
+    with pytest.raises(ModelFileError, match="unknown predicate 'Frend'.*declares: A, B"):
+        ModelSpec.from_python(rules=["1: Frend(X) -> B(X) ^2"], predicates={"A": 1, "B": 1})
+        Bridge(ModelSpec.from_python(rules=["1: Frend(X) -> B(X) ^2"], predicates={"A": 1, "B": 1}))
+
+
+def test_unknown_predicate_in_rule_at_grounding():
+    spec = ModelSpec.from_python(rules=["1: Frend(X) -> B(X) ^2"], predicates={"A": 1, "B": 1}, targets={"B": [("x",)]})
+    with pytest.raises(ModelFileError, match="unknown predicate 'Frend'"):
+        Bridge(spec)
+    _still_usable()
+
+
+def test_arity_mismatch_in_rule():
+    spec = ModelSpec.from_python(rules=["1: A(X, Y) -> B(X) ^2"], predicates={"A": 1, "B": 1}, targets={"B": [("x",)]})
+    with pytest.raises(ModelFileError, match="A takes 1 argument.*gives 2") as info:
+        Bridge(spec)
+    assert info.value.predicate == "A"
+
+
+def test_wrong_column_count_names_file_and_line(sa_copy):
+    path = sa_copy / "data" / "lived_obs.txt"
+    lines = path.read_text().splitlines()
+    lines[4] = "eve\tparis\textra\tcolumns"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ModelFileError) as info:
+        Bridge(sa_copy / "simple-acquaintances.json")
+    assert info.value.line == 5 and info.value.path == "data/lived_obs.txt"
+    assert "expected 2 TAB-separated columns" in str(info.value)
+
+
+def test_non_numeric_truth_value_names_file_and_line(sa_copy):
+    path = sa_copy / "data" / "knows_obs.txt"
+    lines = path.read_text().splitlines()
+    lines[2] = lines[2].rsplit("\t", 1)[0] + "\tyes"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ModelFileError, match="'yes'.*not a number") as info:
+        Bridge(sa_copy / "simple-acquaintances.psl", sa_copy / "simple-acquaintances.data")
+    assert info.value.line == 3
+
+
+def test_out_of_range_truth_value(sa_copy):
+    path = sa_copy / "data" / "likes_obs.txt"
+    path.write_text(path.read_text().replace("\t0.", "\t1.", 1))
+    with pytest.raises(ModelFileError, match=r"outside \[0, 1\]") as info:
+        Bridge(sa_copy / "simple-acquaintances.json")
+    assert info.value.line == 1
+
+
+def test_missing_data_file_reports_written_and_resolved_path(sa_copy):
+    (sa_copy / "data" / "lived_obs.txt").unlink()
+    with pytest.raises(ModelFileError) as info:
+        Bridge(sa_copy / "simple-acquaintances.json")
+    message = str(info.value)
+    assert "data/lived_obs.txt" in message and str(sa_copy / "data" / "lived_obs.txt") in message
+
+
+def test_target_atoms_missing_for_grounding():
+    spec = ModelSpec.from_python(
+        rules=["1: Link(A, B) & Cat(A) -> Cat(B) ^2"],
+        predicates={"Link": 2, "Cat": 1},
+        observations={"Link": [("a", "b"), ("b", "c")]},
+        targets={"Cat": [("a",), ("b",)]},
+    )
+    with pytest.raises(ModelFileError, match=r"needs target atom\(s\) \[CAT\('c'\)\]"):
+        Bridge(spec)
+    _still_usable()
+
+
+def test_duplicate_atoms_across_partitions(sa_copy):
+    path = sa_copy / "data" / "knows_targets.txt"
+    first_obs = (sa_copy / "data" / "knows_obs.txt").read_text().splitlines()[0].rsplit("\t", 1)[0]
+    path.write_text(path.read_text() + first_obs + "\n")
+    with pytest.raises(ModelFileError, match="appears twice") as info:
+        Bridge(sa_copy / "simple-acquaintances.json")
+    assert info.value.predicate == "Knows"
+
+
+def test_closed_predicate_with_targets(sa_copy):
+    data = sa_copy / "simple-acquaintances.data"
+    data.write_text(data.read_text().replace("Knows/2: open", "Knows/2: closed"))
+    with pytest.raises(ModelFileError, match="declared closed but has target rows"):
+        Bridge(sa_copy / "simple-acquaintances.psl", data)
+
+
+def test_runtime_config_unknown_key_and_wrong_type(sa_copy):
+    config = sa_copy / "simple-acquaintances.json"
+    raw = json.loads(config.read_text())
+    raw["predicate"] = {}
+    config.write_text(json.dumps(raw))
+    with pytest.raises(ModelFileError, match=r"unknown top-level key\(s\) \['predicate'\]"):
+        Bridge(config)
+    del raw["predicate"]
+    raw["predicates"]["Lived/2"]["observations"] = 5
+    config.write_text(json.dumps(raw))
+    with pytest.raises(ModelFileError, match="Lived observations must be a list"):
+        Bridge(config)
+
+
+def test_infer_after_close_raises_and_new_bridge_works():
+    bridge = Bridge(SA / "simple-acquaintances.json")
+    bridge.close()
+    bridge.close()  # idempotent
+    with pytest.raises(ClosedError):
+        bridge.infer()
+    with pytest.raises(ClosedError):
+        _ = bridge.rule_weights
+    _still_usable()
+
+
+def test_predicate_clash_between_programs():
+    Bridge.from_python(
+        rules=["1: Clash(X) -> Other(X) ^2"],
+        predicates={"Clash": 1, "Other": 1},
+        observations={"Clash": [("x",)]},
+        targets={"Other": [("x",)]},
+    ).close()
+    with pytest.raises(ModelFileError, match="clashes with standard predicate CLASH"):
+        Bridge.from_python(
+            rules=["1: Clash(X, Y) -> Other(X) ^2"],
+            predicates={"Clash": 2, "Other": 1},
+            observations={"Clash": [("x", "y")]},
+            targets={"Other": [("x",)]},
+        )
+    _still_usable()
+
+
+def test_bad_rule_weights():
+    with Bridge(SA / "simple-acquaintances.json") as bridge:
+        with pytest.raises(ConfigurationError, match="expected 5 rule weights"):
+            bridge.rule_weights = [1.0]
+        with pytest.raises(ConfigurationError, match="non-negative"):
+            bridge.rule_weights = [-1.0, 1, 1, 1, 1]
+        bridge.rule_weights = [2.0, 1, 1, 1, 1]
+        np.testing.assert_allclose(bridge.rule_weights, [2, 1, 1, 1, 1])
+
+
+@pytest.fixture(scope="module")
+def add1():
+    bridge = Bridge(add1_spec([(0, 1), (2, 3)]))
+    yield bridge
+    bridge.close()
+
+
+@pytest.mark.parametrize(
+    ("value", "match"),
+    [
+        (np.full((4, 9), 0.1), r"expected shape \(4, 10\)"),
+        (np.full((3, 10), 0.1), r"expected shape \(4, 10\)"),
+        (np.full((4, 10), np.nan), "finite"),
+        (np.full((4, 10), np.inf), "finite"),
+        (np.full((4, 10), 1.5), r"\[0, 1\]"),
+        (np.full((4, 10), -0.2), r"\[0, 1\]"),
+        (np.full((4, 10), "a"), "numeric"),
+        ("probabilities", "expected an array"),
+        (np.full((4, 10), 0.1 + 0.1j), "real"),
+    ],
+)
+def test_bad_neural_arrays(add1, value, match):
+    add1.push({"Neural": np.full((4, 10), 0.1, dtype=np.float32)})
+    before = add1.program.atom_values()
+    with pytest.raises(NeuralInputError, match=match) as info:
+        add1.infer({"Neural": value})
+    assert info.value.predicate == "Neural"
+    # Nothing crossed: every atom value is what it was.
+    np.testing.assert_array_equal(add1.program.atom_values(), before)
+
+
+def test_wrong_neural_predicate_name(add1):
+    with pytest.raises(NeuralInputError, match="neural predicates: \\['Neural'\\]"):
+        add1.infer({"Nural": np.full((4, 10), 0.1)})
+    with pytest.raises(NeuralInputError, match="not a neural predicate"):
+        add1.infer({"ImageSum": np.full((4, 10), 0.1)})
+
+
+def test_missing_neural_values_on_first_infer():
+    with Bridge(add1_spec([(0, 1)])) as bridge:
+        with pytest.raises(NeuralInputError, match="no predictions were given yet"):
+            bridge.infer()
+
+
+def test_neural_dataframe_is_aligned_by_entity(add1):
+    import pandas as pd
+
+    probs = np.random.default_rng(0).dirichlet(np.ones(10), size=4).astype(np.float32)
+    ordered = add1.infer({"Neural": probs})
+    frame = pd.DataFrame(probs, index=add1.entities("Neural")["arg0"], columns=add1.classes("Neural"))
+    shuffled = frame.iloc[[2, 0, 3, 1]]
+    again = add1.infer({"Neural": shuffled})
+    np.testing.assert_allclose(again["ImageSum"], ordered["ImageSum"], atol=1e-4)
+
+
+def test_engine_error_keeps_java_class_and_trace():
+    spec = ModelSpec.from_python(
+        rules=["1: A(X) -> B(X) ^2"], predicates={"A": 1, "B": 1}, observations={"A": [("x",)]}, targets={"B": [("x",)]}
+    )
+    with pytest.raises(EngineError, match='NumberFormatException: For input string: "not-a-number"') as info:
+        Bridge(spec, options={"admmreasoner.maxiterations": "not-a-number"})
+    assert info.value.java_class == "java.lang.NumberFormatException"
+    assert "at org.linqs.psl" in info.value.java_trace
+    assert isinstance(info.value.__cause__, Exception)  # the Java exception stays reachable
+    _still_usable()
