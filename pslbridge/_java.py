@@ -390,6 +390,25 @@ def compute_objective(reasoner: Any, term_store: Any) -> tuple[float, int]:
 
 
 _METHODS: dict[tuple[str, str], Any] = {}
+_REGISTRY: list[Any] = []
+
+
+def unregister_predicate(name: str) -> None:
+    """Remove a predicate from PSL's global (static) predicate registry.
+
+    PSL never forgets a predicate; pslbridge removes the ones it declared once no open program
+    uses them, so a later program may declare the same name with another arity or kind.
+
+    Example:
+        >>> unregister_predicate("Knows")  # doctest: +SKIP
+    """
+    if not _REGISTRY:
+        field = J.Predicate.class_.getDeclaredField("predicates")
+        field.setAccessible(True)
+        _REGISTRY.append(field.get(None))
+    _REGISTRY[0].remove(name.upper())
+
+
 _ADMM_CACHE: list[Any] = []
 
 

@@ -47,6 +47,8 @@ _REASONERS = {
 _DELIM = "\u001e"
 _ids = itertools.count(1)
 _ATOM_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(")
+#: Predicates this process declared in PSL's global registry: upper-cased name -> open programs using it.
+_REGISTERED: dict[str, int] = {}
 
 
 @dataclass
@@ -122,14 +124,18 @@ class GroundProgram:
         self.reasoner_name = reasoner_key
         t0 = time.perf_counter()
         self._predicates = self._register_predicates()
-        self._rules = self._compile_rules()
-        t1 = time.perf_counter()
-        self._load_data()
-        t2 = time.perf_counter()
-        self._ground()
-        t3 = time.perf_counter()
-        self._index_atoms()
-        t4 = time.perf_counter()
+        try:
+            self._rules = self._compile_rules()
+            t1 = time.perf_counter()
+            self._load_data()
+            t2 = time.perf_counter()
+            self._ground()
+            t3 = time.perf_counter()
+            self._index_atoms()
+            t4 = time.perf_counter()
+        except BaseException:
+            self._abandon()
+            raise
         self.timings = {"compile": t1 - t0, "load": t2 - t1, "ground": t3 - t2, "index": t4 - t3}
         log.info(
             "program %d: %d atoms, %d terms (load %.2fs, ground %.2fs, index %.2fs)",
@@ -144,19 +150,33 @@ class GroundProgram:
     # -- building ------------------------------------------------------------------
 
     def _register_predicates(self) -> dict[str, Any]:
-        out = {}
         for spec in self.spec.predicates.values():
-            types = [getattr(J.ConstantType, t) for t in spec.types]
             existing = J.Predicate.get(spec.name)
             if existing is not None:
                 self._check_clash(spec, existing)
+        out = {}
+        self._registered: list[str] = []
+        for spec in self.spec.predicates.values():
+            types = [getattr(J.ConstantType, t) for t in spec.types]
+            existed = J.Predicate.get(spec.name) is not None
             with guard(f"declaring predicate {spec.name}"):
                 if spec.neural is not None:
                     pred = J.DeepPredicate.get(spec.name, *types)
                 else:
                     pred = J.StandardPredicate.get(spec.name, *types)
             out[spec.key] = pred
+            if not existed or spec.key in _REGISTERED:
+                _REGISTERED[spec.key] = _REGISTERED.get(spec.key, 0) + 1
+                self._registered.append(spec.key)
         return out
+
+    def _release_predicates(self) -> None:
+        for key in getattr(self, "_registered", []):
+            _REGISTERED[key] -= 1
+            if _REGISTERED[key] == 0:
+                del _REGISTERED[key]
+                _java.unregister_predicate(key)
+        self._registered = []
 
     def _check_clash(self, spec: PredicateSpec, existing: Any) -> None:
         existing_types = [str(existing.getArgumentType(i)) for i in range(int(existing.getArity()))]
@@ -536,6 +556,18 @@ class GroundProgram:
         """The compiled Java rules in model order."""
         return self._rules
 
+    def _abandon(self) -> None:
+        """Free whatever a failed construction built (best effort), then release predicates."""
+        for name in ("_app", "_db", "_truth_db", "_datastore"):
+            obj = getattr(self, name, None)
+            if obj is not None:
+                try:
+                    obj.close()
+                except Exception:  # noqa: BLE001 - already failing; the first error matters
+                    log.debug("cleanup of %s failed", name, exc_info=True)
+        self._release_predicates()
+        self._closed = True
+
     def close(self) -> None:
         """Free the Java objects (the JVM stays up). Safe to call twice."""
         if self._closed:
@@ -548,6 +580,7 @@ class GroundProgram:
                 self._truth_db.close()
                 self._datastore.close()
         finally:
+            self._release_predicates()
             self._app = self._db = self._truth_db = self._datastore = None
             self._term_store = self._reasoner = self._atom_store = None
             self._atom_lookup = {}

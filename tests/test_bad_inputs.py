@@ -155,20 +155,26 @@ def test_infer_after_close_raises_and_new_bridge_works():
     _still_usable()
 
 
-def test_predicate_clash_between_programs():
-    Bridge.from_python(
+def test_predicate_clash_between_open_programs_and_release_on_close():
+    first = Bridge.from_python(
         rules=["1: Clash(X) -> Other(X) ^2"],
         predicates={"Clash": 1, "Other": 1},
         observations={"Clash": [("x",)]},
         targets={"Other": [("x",)]},
-    ).close()
+    )
+    second_model = dict(
+        rules=["1: Clash(X, Y) -> Other(X) ^2"],
+        predicates={"Clash": 2, "Other": 1},
+        observations={"Clash": [("x", "y")]},
+        targets={"Other": [("x",)]},
+    )
     with pytest.raises(ModelFileError, match="clashes with standard predicate CLASH"):
-        Bridge.from_python(
-            rules=["1: Clash(X, Y) -> Other(X) ^2"],
-            predicates={"Clash": 2, "Other": 1},
-            observations={"Clash": [("x", "y")]},
-            targets={"Other": [("x",)]},
-        )
+        Bridge.from_python(**second_model)
+    first.infer()  # the failed build left the open program intact
+    first.close()
+    # Closed programs release their predicates: the name may now be declared with another arity.
+    with Bridge.from_python(**second_model) as second:
+        assert second.infer()["Other"].shape == (1,)
     _still_usable()
 
 
