@@ -30,11 +30,14 @@ import pandas as pd
 
 from ._java import J, guard
 from .errors import ClosedError, ConfigurationError, NeuralInputError
+from .learning import WeightOptimizer
 from .model_files import ModelSpec, load_model
 from .neural_inputs import as_prediction_array
 from .program import GroundProgram, NeuralBlock
 
-__all__ = ["Bridge", "InferenceResult"]
+__all__ = ["Bridge", "InferenceResult", "LearnResult"]
+
+LOSSES = ("energy", "structured_perceptron")
 
 
 @dataclass
@@ -72,6 +75,39 @@ class InferenceResult:
         frame = self._frames[key].copy()
         frame["value"] = self.values[key]
         return frame
+
+
+@dataclass
+class LearnResult:
+    """What :meth:`Bridge.learn_step` returns.
+
+    Attributes:
+        loss: The learning loss at the weights the step started from: the energy
+            ``Σ_r w_r Φ_r`` at (labels, latent MAP) for ``"energy"``; that energy minus the
+            energy of the full MAP state for ``"structured_perceptron"``.
+        energy: ``Σ_r w_r Φ_r`` at (labels, latent MAP).
+        rule_potentials: ``∂loss/∂w``: Φ per weighted rule, model order (float64).
+        neural_gradients: ``∂loss/∂prediction`` per neural predicate, shaped like the predictions.
+        rule_weights: Weights after the step (unchanged when no optimizer was given).
+        iterations: Reasoner iterations of the latent solve (and of the MAP solve, if any).
+        timings: Seconds per phase: push, fix, solve, potentials, gradient, read, map, step.
+        latent_atoms: Target atoms without a label (solved for); ``labelled_atoms`` are fixed.
+
+    Example:
+        >>> result = bridge.learn_step({"Neural": probs})  # doctest: +SKIP
+        >>> tape.gradient(preds, model.trainable_variables,
+        ...               output_gradients=result.neural_gradients["Neural"])  # doctest: +SKIP
+    """
+
+    loss: float
+    energy: float
+    rule_potentials: np.ndarray
+    neural_gradients: dict[str, np.ndarray]
+    rule_weights: np.ndarray
+    iterations: dict[str, int | None]
+    timings: dict[str, float]
+    latent_atoms: int
+    labelled_atoms: int
 
 
 def _find(mapping: Mapping[str, Any], predicate: str) -> str:
@@ -286,13 +322,7 @@ class Bridge:
         t0 = time.perf_counter()
         if neural:
             self.push(neural)
-        missing = [b.spec.name for k, b in program.neural.items() if k not in self._pushed]
-        if missing:
-            raise NeuralInputError(
-                f"no predictions were given yet for neural predicate(s) {missing}; pass "
-                f"infer(neural={{{missing[0]!r}: array}})",
-                predicate=missing[0],
-            )
+        self._check_pushed()
         t1 = time.perf_counter()
         stats = program.solve(reset=reset)
         self._solves += 1
@@ -308,6 +338,100 @@ class Bridge:
             {"push": t1 - t0, "solve": t2 - t1, "read": t3 - t2},
             frames,
         )
+
+    def learn_step(self, neural: Mapping[str, Any] | None = None, *, loss: str = "energy",
+                   weights: WeightOptimizer | None = None, constraint_learning: bool = False,
+                   reset: bool = False) -> LearnResult:
+        """One NeuPSL learning step: energy loss with latent inference, Φ and neural gradients.
+
+        Labelled target atoms (those with truth data) are fixed to their labels, the remaining
+        (latent) targets are solved for with warm-started MAP inference, and at that state the
+        per-rule potential sums Φ (``∂loss/∂w``) and ``∂energy/∂prediction`` (Danskin) are read
+        from the engine. The labels are then released. This is what the jar's ``Energy`` learner
+        computes per step (``OptimalValue.computeLatentInferenceIncompatibility``).
+
+        Args:
+            neural: Predictions per neural predicate (as in :meth:`infer`).
+            loss: ``"energy"`` (NeuPSL's) or ``"structured_perceptron"`` (energy at the labels
+                minus energy at the full MAP state; needs a second solve).
+            weights: A :class:`~pslbridge.learning.WeightOptimizer` to take a symbolic step with
+                Φ; None leaves the weights alone (set :attr:`rule_weights` yourself). On the
+                optimizer's first step the weights are first scaled onto the simplex, as PSL does.
+            constraint_learning: Skip latent inference and evaluate at the current atom values
+                (the paper's special case without an inference subproblem).
+            reset: Restart the latent solve from the current values instead of warm-starting.
+
+        Returns:
+            Loss, Φ, neural gradients, new weights, iterations and timings.
+
+        Raises:
+            NeuralInputError: A bad array or a neural predicate without predictions.
+            ConfigurationError: Unknown loss.
+
+        Example:
+            >>> step = bridge.learn_step({"Neural": probs}, weights=WeightOptimizer())  # doctest: +SKIP
+            >>> step.neural_gradients["Neural"].shape == probs.shape  # doctest: +SKIP
+            True
+        """
+        if loss not in LOSSES:
+            raise ConfigurationError(f"loss must be one of {LOSSES}, got {loss!r}")
+        program = self.program
+        times: dict[str, float] = {}
+        t = time.perf_counter()
+        if neural:
+            self.push(neural)
+        self._check_pushed()
+        if weights is not None and weights.steps_taken == 0:
+            self.rule_weights = weights.start(self.rule_weights)
+        state = program.learning
+        times["push"] = _lap(t)
+        t = time.perf_counter()
+        iterations: dict[str, int | None] = {}
+        state.fix()
+        try:
+            times["fix"] = _lap(t)
+            t = time.perf_counter()
+            if not constraint_learning and state.latent_count > 0:
+                iterations["latent"] = program.solve(reset=reset).iterations
+            else:
+                iterations["latent"] = 0  # every target is labelled (or constraint learning): nothing to solve
+            times["solve"] = _lap(t)
+            t = time.perf_counter()
+            phi = program.rule_potentials(self._weighted)
+            times["potentials"] = _lap(t)
+            t = time.perf_counter()
+            deep, _ = program.energy_gradient()
+            times["gradient"] = _lap(t)
+        finally:
+            state.unfix()
+        current = self.rule_weights
+        energy = float(np.dot(current, phi))
+        value = energy
+        dloss = phi
+        t = time.perf_counter()
+        if loss == "structured_perceptron":
+            iterations["map"] = program.solve(reset=reset).iterations
+            phi_map = program.rule_potentials(self._weighted)
+            deep_map, _ = program.energy_gradient()
+            value = energy - float(np.dot(current, phi_map))
+            dloss = phi - phi_map
+            deep = deep - deep_map
+        times["map"] = _lap(t)
+        t = time.perf_counter()
+        gradients = {b.spec.name: deep[b.index] for b in program.neural.values()}
+        times["read"] = _lap(t)
+        t = time.perf_counter()
+        if weights is not None:
+            self.rule_weights = weights.step(current, dloss)
+        times["step"] = _lap(t)
+        return LearnResult(value, energy, dloss, gradients, self.rule_weights, iterations, times,
+                           state.latent_count, int(state.label_index.size))
+
+    def _check_pushed(self) -> None:
+        missing = [b.spec.name for k, b in self.program.neural.items() if k not in self._pushed]
+        if missing:
+            raise NeuralInputError(f"no predictions were given yet for neural predicate(s) {missing}; pass "
+                                   f"neural={{{missing[0]!r}: array}}", predicate=missing[0])
 
     def _read_targets(self) -> dict[str, np.ndarray]:
         program = self.program
@@ -351,3 +475,7 @@ class Bridge:
             f"<Bridge {p.spec.source}: {len(p.rules)} rules, {p.atom_count} atoms, {p.term_count} terms, "
             f"neural={self.neural_predicates}>"
         )
+
+
+def _lap(start: float) -> float:
+    return time.perf_counter() - start

@@ -556,6 +556,55 @@ class GroundProgram:
         """The compiled Java rules in model order."""
         return self._rules
 
+    @property
+    def learning(self) -> LearningState:
+        """Labels and gradient buffers for learning (built on first use)."""
+        state = getattr(self, "_learning", None)
+        if state is None:
+            self.check_open()
+            state = self._learning = LearningState(self)
+        return state
+
+    def rule_potentials(self, rule_indexes: list[int]) -> np.ndarray:
+        """Per-rule sums of incompatibility (Φ) at the current atom values, float64.
+
+        One pass of the reasoner's own parallel objective per rule, with only that rule active at
+        weight 1 (the engine's ``evaluateIncompatibility``; no per-term Python loop).
+        """
+        rules = self._rules
+        weights = [float(rules[i].getWeight()) for i in rule_indexes]
+        active = [bool(r.isActive()) for r in rules]
+        out = np.zeros(len(rule_indexes), dtype=np.float64)
+        one = J.Float(1.0).floatValue()
+        try:
+            with guard("computing rule potentials"):
+                for rule in rules:
+                    rule.setActive(False)
+                for k, i in enumerate(rule_indexes):
+                    rules[i].setActive(True)
+                    rules[i].setWeight(one)
+                    out[k] = _java.compute_objective(self._reasoner, self._term_store)[0]
+                    rules[i].setActive(False)
+                    rules[i].setWeight(J.Float(weights[k]).floatValue())
+        finally:
+            for rule, was in zip(rules, active):
+                rule.setActive(was)
+            for k, i in enumerate(rule_indexes):
+                rules[i].setWeight(J.Float(weights[k]).floatValue())
+        return out
+
+    def energy_gradient(self, full: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+        """∂energy/∂atom at the current values: (deep-atom gradient, random-variable gradient or None).
+
+        Uses ``Reasoner.computeOptimalValueGradient`` (hard-constraint terms are skipped).
+        """
+        state = self.learning
+        with guard("computing neural gradients"):
+            self._reasoner.computeOptimalValueGradient(self._term_store, state.rv_gradient, state.deep_gradient)
+        deep = np.array(state.deep_gradient[0 : self.atom_count], dtype=np.float32)
+        rv = np.array(state.rv_gradient[0 : self.atom_count], dtype=np.float32) if full else None
+        return deep, rv
+
     def _abandon(self) -> None:
         """Free whatever a failed construction built (best effort), then release predicates."""
         for name in ("_app", "_db", "_truth_db", "_datastore"):
@@ -581,6 +630,7 @@ class GroundProgram:
                 self._datastore.close()
         finally:
             self._release_predicates()
+            self._learning = None
             self._app = self._db = self._truth_db = self._datastore = None
             self._term_store = self._reasoner = self._atom_store = None
             self._atom_lookup = {}
@@ -590,3 +640,101 @@ def _opt(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+class LearningState:
+    """Labels and scratch arrays a program needs for learning (built on first use).
+
+    Attributes:
+        label_index: Atom-store indexes of labelled random-variable atoms (sorted).
+        label_values: Their truth values (float32).
+        runs: Contiguous runs ``(start, stop, rv_block, observed_block)`` of labelled atoms; fixing a
+            run swaps the Java atom array slice for the truth atoms with one ``System.arraycopy``.
+    """
+
+    def __init__(self, program: GroundProgram) -> None:
+        self.program = program
+        spec = program.spec
+        index_parts, value_parts = [], []
+        for key in program.targets:
+            pred = spec.predicates[key]
+            for table in spec.tables(pred.name, "truth"):
+                if len(table) == 0:
+                    continue
+                keys = program._keys(pred, table.args)
+                idx = np.fromiter((program._atom_lookup.get(k, -1) for k in keys), dtype=np.int64, count=len(keys))
+                keep = (idx >= 0) & (idx < program.rv_count)
+                values = table.values if table.values is not None else np.ones(len(table))
+                index_parts.append(idx[keep])
+                value_parts.append(values[keep].astype(np.float32))
+        if index_parts:
+            index = np.concatenate(index_parts)
+            values = np.concatenate(value_parts)
+            order = np.argsort(index, kind="stable")
+            index, values = index[order], values[order]
+            unique, first = np.unique(index, return_index=True)
+            index, values = unique, values[first]
+        else:
+            index, values = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
+        self.label_index = index
+        self.label_values = values
+        self.latent_count = int(sum(len(idx) for _, idx in program.targets.values())) - int(index.size)
+        self.runs = self._build_runs()
+        n = program.atom_count
+        with guard("allocating gradient buffers"):
+            import jpype
+
+            self.rv_gradient = jpype.JArray(jpype.JFloat)(n)
+            self.deep_gradient = jpype.JArray(jpype.JFloat)(n)
+        self.fixed = False
+
+    def _build_runs(self) -> list[tuple[int, int, Any, Any]]:
+        index = self.label_index
+        if index.size == 0:
+            return []
+        program = self.program
+        with guard("preparing labelled atoms"):
+            truth_store = program._truth_db.getAtomStore()
+            n_truth = int(truth_store.size())
+            truth_atoms = J.Arrays.copyOf(truth_store.getAtoms(), n_truth)
+            text = str(J.PslStringUtils.join(_DELIM, truth_atoms)) if n_truth else ""
+        truth_lookup = {k: i for i, k in enumerate(text.split(_DELIM))} if n_truth else {}
+        keys_by_index = {v: k for k, v in program._atom_lookup.items()}
+        breaks = np.flatnonzero(np.diff(index) != 1) + 1
+        runs = []
+        atoms = program._atom_store.getAtoms()
+        with guard("preparing labelled atoms"):
+            for chunk in np.split(index, breaks):
+                start, stop = int(chunk[0]), int(chunk[-1]) + 1
+                rv_block = J.Arrays.copyOfRange(atoms, start, stop)
+                observed = J.Arrays.copyOfRange(atoms, start, stop)
+                for offset, atom_index in enumerate(range(start, stop)):
+                    observed[offset] = truth_atoms[truth_lookup[keys_by_index[atom_index]]]
+                runs.append((start, stop, rv_block, observed))
+        return runs
+
+    def fix(self) -> None:
+        """Swap labelled atoms for their truth atoms and write the truth values (PSL's fixLabeledRandomVariables)."""
+        if self.fixed or not self.runs:
+            self.fixed = True
+            return
+        program = self.program
+        store = program._atom_store
+        atoms = store.getAtoms()
+        with guard("fixing labelled atoms"):
+            for start, stop, _, observed in self.runs:
+                J.System.arraycopy(observed, 0, atoms, start, stop - start)
+        values = program.atom_values(program.rv_count)
+        values[self.label_index] = self.label_values
+        store.getAtomValues()[0 : program.rv_count] = values
+        self.fixed = True
+
+    def unfix(self) -> None:
+        """Put the random-variable atoms back (PSL's unfixLabeledRandomVariables)."""
+        if not self.fixed:
+            return
+        atoms = self.program._atom_store.getAtoms()
+        with guard("unfixing labelled atoms"):
+            for start, stop, rv_block, _ in self.runs:
+                J.System.arraycopy(rv_block, 0, atoms, start, stop - start)
+        self.fixed = False
