@@ -19,6 +19,8 @@ Example:
 
 from __future__ import annotations
 
+import logging
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -38,6 +40,8 @@ from .program import GroundProgram, NeuralBlock
 __all__ = ["Bridge", "InferenceResult", "LearnResult"]
 
 LOSSES = ("energy", "structured_perceptron")
+_NAMES = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(")
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -92,6 +96,8 @@ class LearnResult:
         iterations: Reasoner iterations of the latent solve (and of the MAP solve, if any).
         timings: Seconds per phase: push, fix, solve, potentials, gradient, read, map, step.
         latent_atoms: Target atoms without a label (solved for); ``labelled_atoms`` are fixed.
+        exact_gradient: False when a hard constraint contains a neural atom: the engine's
+            gradient skips constraint terms, so the neural gradient then ignores them.
 
     Example:
         >>> result = bridge.learn_step({"Neural": probs})  # doctest: +SKIP
@@ -108,6 +114,7 @@ class LearnResult:
     timings: dict[str, float]
     latent_atoms: int
     labelled_atoms: int
+    exact_gradient: bool = True
 
 
 def _find(mapping: Mapping[str, Any], predicate: str) -> str:
@@ -151,6 +158,13 @@ class Bridge:
         self._pushed: set[str] = set()
         self._solves = 0
         self._weighted = [i for i, r in enumerate(self._program.rules) if bool(r.isWeighted())]
+        neural_names = {b.spec.key for b in self._program.neural.values()}
+        self._neural_in_constraints = [
+            spec.text
+            for spec, rule in zip(self._program.spec.rules, self._program.rules)
+            if not bool(rule.isWeighted()) and neural_names & {m.upper() for m in _NAMES.findall(spec.text)}
+        ]
+        self._warned_constraints = False
 
     # -- constructors ---------------------------------------------------------------
 
@@ -339,9 +353,15 @@ class Bridge:
             frames,
         )
 
-    def learn_step(self, neural: Mapping[str, Any] | None = None, *, loss: str = "energy",
-                   weights: WeightOptimizer | None = None, constraint_learning: bool = False,
-                   reset: bool = False) -> LearnResult:
+    def learn_step(
+        self,
+        neural: Mapping[str, Any] | None = None,
+        *,
+        loss: str = "energy",
+        weights: WeightOptimizer | None = None,
+        constraint_learning: bool = False,
+        reset: bool = False,
+    ) -> LearnResult:
         """One NeuPSL learning step: energy loss with latent inference, Φ and neural gradients.
 
         Labelled target atoms (those with truth data) are fixed to their labels, the remaining
@@ -424,14 +444,36 @@ class Bridge:
         if weights is not None:
             self.rule_weights = weights.step(current, dloss)
         times["step"] = _lap(t)
-        return LearnResult(value, energy, dloss, gradients, self.rule_weights, iterations, times,
-                           state.latent_count, int(state.label_index.size))
+        exact = not self._neural_in_constraints
+        if not exact and not self._warned_constraints:
+            log.warning(
+                "hard constraint(s) %s contain neural atoms; PSL's gradient skips constraint terms, "
+                "so neural gradients ignore them (write them as heavily weighted soft rules for exact "
+                "gradients)",
+                self._neural_in_constraints,
+            )
+            self._warned_constraints = True
+        return LearnResult(
+            value,
+            energy,
+            dloss,
+            gradients,
+            self.rule_weights,
+            iterations,
+            times,
+            state.latent_count,
+            int(state.label_index.size),
+            exact,
+        )
 
     def _check_pushed(self) -> None:
         missing = [b.spec.name for k, b in self.program.neural.items() if k not in self._pushed]
         if missing:
-            raise NeuralInputError(f"no predictions were given yet for neural predicate(s) {missing}; pass "
-                                   f"neural={{{missing[0]!r}: array}}", predicate=missing[0])
+            raise NeuralInputError(
+                f"no predictions were given yet for neural predicate(s) {missing}; pass "
+                f"neural={{{missing[0]!r}: array}}",
+                predicate=missing[0],
+            )
 
     def _read_targets(self) -> dict[str, np.ndarray]:
         program = self.program

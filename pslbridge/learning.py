@@ -111,8 +111,9 @@ class WeightOptimizer:
         return cls(**kwargs)  # type: ignore[arg-type]
 
     def start(self, weights: np.ndarray) -> np.ndarray:
-        """Initial weights: scaled onto the unit simplex for the simplex extensions (PSL does this
-        before the first step).
+        """Initial weights: scaled onto the unit simplex for the simplex extensions.
+
+        PSL does this before its first step.
 
         Example:
             >>> WeightOptimizer().start(np.array([2.0, 6.0])).tolist()
@@ -130,8 +131,13 @@ class WeightOptimizer:
         """The regulariser's value at ``weights``."""
         w = np.asarray(weights, dtype=np.float64)
         log_w = np.log(np.maximum(w, _STRICT_EPSILON))
-        return float(np.sum(self.l2_regularization * w**2 - self.log_regularization * log_w
-                            + self.entropy_regularization * w * log_w))
+        return float(
+            np.sum(
+                self.l2_regularization * w**2
+                - self.log_regularization * log_w
+                + self.entropy_regularization * w * log_w
+            )
+        )
 
     def gradient(self, weights: np.ndarray, potentials: np.ndarray) -> np.ndarray:
         """Loss gradient ``potentials`` plus the regulariser's gradient, clipped as configured.

@@ -11,6 +11,7 @@ MODULES = [
     "pslbridge.jars",
     "pslbridge.model_files",
     "pslbridge.neural_inputs",
+    "pslbridge.learning",
     "pslbridge.oracle",
     "pslbridge.experiments",
     "pslbridge.experiments.mnist_add",

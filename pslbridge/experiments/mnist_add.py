@@ -132,12 +132,22 @@ def place_rows() -> dict[str, list[tuple[int, ...]]]:
     ones_sums = sorted({(z1, z) for _, z1, z in place})
     tens_digits = sorted({(x, z) for z10, z in tens_sums for x in range(10) if 0 <= z10 - x <= 9})
     ones_digits = sorted({(x, z) for z1, z in ones_sums for x in range(10) if 0 <= z1 - x <= 9})
-    return {"PlaceNumberSum": place, "PossibleTensDigits": tens_digits, "PossibleOnesDigits": ones_digits,
-            "PossibleTensSums": tens_sums, "PossibleOnesSums": ones_sums}
+    return {
+        "PlaceNumberSum": place,
+        "PossibleTensDigits": tens_digits,
+        "PossibleOnesDigits": ones_digits,
+        "PossibleTensSums": tens_sums,
+        "PossibleOnesSums": ones_sums,
+    }
 
 
-def add2_spec(quads: Sequence[tuple[int, int, int, int]], sums: Sequence[int | None] | None = None, *,
-              phase: str = "infer", options: dict[str, str] | None = None) -> ModelSpec:
+def add2_spec(
+    quads: Sequence[tuple[int, int, int, int]],
+    sums: Sequence[int | None] | None = None,
+    *,
+    phase: str = "infer",
+    options: dict[str, str] | None = None,
+) -> ModelSpec:
     """Build the MNIST-Add2 program: numbers (img1 img2) + (img3 img4), img1/img3 the tens digits.
 
     Args:
@@ -167,19 +177,33 @@ def add2_spec(quads: Sequence[tuple[int, int, int, int]], sums: Sequence[int | N
         "PossibleDigits": PredicateSpec("PossibleDigits", 2, ints * 2),
         **{name: PredicateSpec(name, len(rows[0]), ints * len(rows[0])) for name, rows in helpers.items()},
     }
-    pairs = list(dict.fromkeys([(a, c) for a, _, c, _ in quads_arr.tolist()] + [(b, d) for _, b, _, d in quads_arr.tolist()]))
+    pairs = list(
+        dict.fromkeys([(a, c) for a, _, c, _ in quads_arr.tolist()] + [(b, d) for _, b, _, d in quads_arr.tolist()])
+    )
     truth = None
     if sums is not None:
-        truth = {"Sum": [(*q, z, 1.0 if z == s else 0.0)
-                         for q, s in zip(quads_arr.tolist(), sums) if s is not None for z in range(199)]}
+        truth = {
+            "Sum": [
+                (*q, z, 1.0 if z == s else 0.0)
+                for q, s in zip(quads_arr.tolist(), sums)
+                if s is not None
+                for z in range(199)
+            ]
+        }
     spec = ModelSpec.from_python(
         rules=ADD2_RULES.read_text(),
         predicates=preds,
-        observations={"SumBlock": [tuple(q) for q in quads_arr.tolist()], "DigitSum": digit_sum_rows(),
-                      "PossibleDigits": possible_digit_rows(), **helpers},
-        targets={"Neural": [(img, d) for img in images for d in range(10)],
-                 "Sum": [(*q, z) for q in quads_arr.tolist() for z in range(199)],
-                 "ImageDigitSum": [(a, b, z) for a, b in pairs for z in range(19)]},
+        observations={
+            "SumBlock": [tuple(q) for q in quads_arr.tolist()],
+            "DigitSum": digit_sum_rows(),
+            "PossibleDigits": possible_digit_rows(),
+            **helpers,
+        },
+        targets={
+            "Neural": [(img, d) for img in images for d in range(10)],
+            "Sum": [(*q, z) for q in quads_arr.tolist() for z in range(199)],
+            "ImageDigitSum": [(a, b, z) for a, b in pairs for z in range(19)],
+        },
         truth=truth,
         options=options,
     )

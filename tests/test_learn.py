@@ -1,0 +1,266 @@
+"""learn_step(): Φ against the ground terms, neural gradients against finite differences,
+weight learning against the jar's own Energy learner."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pslbridge import Bridge, load_model
+from pslbridge.errors import ConfigurationError
+from pslbridge.experiments.mnist_add import add1_spec, add2_spec
+from pslbridge.learning import WeightOptimizer
+from pslbridge.oracle import run_runtime
+
+from conftest import MODELS, TIGHT
+
+pytestmark = pytest.mark.usefixtures("jvm_started")
+
+SA = MODELS / "simple-acquaintances" / "simple-acquaintances.json"
+FD_OPTIONS = {
+    **TIGHT,
+    "admmreasoner.epsilonabs": "1e-8",
+    "admmreasoner.epsilonrel": "1e-8",
+    "admmreasoner.maxiterations": "5000",
+}
+
+
+def _phi_from_ground_terms(bridge: Bridge) -> np.ndarray:
+    """Independent Φ: each ground term's own evaluateIncompatibility, summed per rule in Python."""
+    program = bridge.program
+    values = program._atom_store.getAtomValues()
+    rules = [str(r) for r in program.rules]
+    weighted = [rules[i] for i in bridge._weighted]
+    sums = dict.fromkeys(weighted, 0.0)
+    store = program._term_store
+    for i in range(int(store.size())):
+        term = store.get(i)
+        if term.isConstraint():
+            continue
+        sums[str(term.getRule())] += float(term.evaluateIncompatibility(values))
+    return np.array([sums[r] for r in weighted])
+
+
+def _add1(n, labelled, seed=0, peaked=0.6):
+    rng = np.random.default_rng(seed)
+    digits = rng.integers(0, 10, size=2 * n)
+    sums = [int(digits[2 * i] + digits[2 * i + 1]) for i in range(n)]
+    spec = add1_spec([(2 * i, 2 * i + 1) for i in range(n)], sums=sums[:labelled] if labelled else None, phase="learn")
+    if 0 < labelled < n:
+        table = spec.tables("ImageSum", "truth")[0]
+        keep = np.isin(table.args[:, 0].astype(int), [2 * i for i in range(labelled)])
+        table.args, table.values = table.args[keep], table.values[keep]
+    probs = rng.dirichlet(np.ones(10), size=2 * n) * (1 - peaked)
+    probs[np.arange(2 * n), rng.integers(0, 10, size=2 * n)] += peaked
+    return spec, probs.astype(np.float32)
+
+
+def test_potentials_match_ground_terms_on_labelled_model():
+    with Bridge(load_model(SA, phase="learn"), options=TIGHT) as bridge:
+        result = bridge.learn_step()
+        assert result.latent_atoms == 0 and result.labelled_atoms == 40
+        bridge.program.learning.fix()
+        expected = _phi_from_ground_terms(bridge)
+        bridge.program.learning.unfix()
+    np.testing.assert_allclose(result.rule_potentials, expected, rtol=1e-4, atol=1e-6)
+    assert result.loss == pytest.approx(
+        float(np.dot(bridge_weights_before := result.rule_weights, result.rule_potentials)), rel=1e-6
+    )
+    assert bridge_weights_before.shape == (5,)
+
+
+def test_potentials_match_ground_terms_with_latent_variables():
+    rng = np.random.default_rng(3)
+    digits = rng.integers(0, 10, size=8)
+    quads = [(0, 1, 2, 3), (4, 5, 6, 7)]
+    sums = [int(10 * digits[0] + digits[1] + 10 * digits[2] + digits[3]), None]
+    probs = rng.dirichlet(np.ones(10), size=8) * 0.2
+    probs[np.arange(8), digits] += 0.8
+    with Bridge(add2_spec(quads, sums, phase="learn"), options=TIGHT) as bridge:
+        result = bridge.learn_step({"Neural": probs.astype(np.float32)})
+        assert result.latent_atoms == 4 * 19 + 199 and result.labelled_atoms == 199
+        assert result.iterations["latent"] > 0
+        bridge.program.learning.fix()
+        expected = _phi_from_ground_terms(bridge)
+        weights = bridge.rule_weights
+        energy, violated = bridge.objective()
+        bridge.program.learning.unfix()
+    np.testing.assert_allclose(result.rule_potentials, expected, rtol=1e-4, atol=1e-6)
+    # Σ_r w_r Φ_r is the objective the reasoner reports at the latent MAP state.
+    assert float(np.dot(weights, result.rule_potentials)) == pytest.approx(energy, rel=1e-4, abs=1e-6)
+    assert violated == 0
+
+
+def _latent_energy(bridge, probs):
+    return bridge.learn_step({"Neural": probs}).energy
+
+
+def _check_finite_differences(bridge, probs, rng, eps=1e-3, wanted=20):
+    base = bridge.learn_step({"Neural": probs})
+    grad = base.neural_gradients["Neural"]
+    assert grad.shape == probs.shape
+    candidates = [tuple(ix) for ix in np.argwhere((probs > 2 * eps) & (probs < 1 - 2 * eps))]
+    rng.shuffle(candidates)
+    checked = 0
+    for ix in candidates:
+        up, down = probs.copy(), probs.copy()
+        up[ix] += eps
+        down[ix] -= eps
+        step_up, step_down = bridge.learn_step({"Neural": up}), bridge.learn_step({"Neural": down})
+        g_up, g_down = step_up.neural_gradients["Neural"][ix], step_down.neural_gradients["Neural"][ix]
+        if abs(g_up - g_down) > 0.02 * max(abs(g_up), abs(g_down), 1e-3):
+            continue  # a hinge kink lies within ±ε: the energy is not differentiable there
+        finite = (step_up.energy - step_down.energy) / (2 * eps)
+        assert finite == pytest.approx(float(grad[ix]), rel=1e-2, abs=2e-3), ix
+        checked += 1
+        if checked == wanted:
+            break
+    assert checked == wanted, f"only {checked} coordinates away from kinks"
+
+
+def test_neural_gradient_matches_finite_differences_without_latent_variables():
+    spec, probs = _add1(n=6, labelled=6, seed=1)
+    with Bridge(spec, options=FD_OPTIONS) as bridge:
+        _check_finite_differences(bridge, probs, np.random.default_rng(0))
+
+
+def test_neural_gradient_matches_finite_differences_with_latent_variables():
+    rng = np.random.default_rng(5)
+    digits = rng.integers(0, 10, size=8)
+    probs = rng.dirichlet(np.ones(10), size=8) * 0.5
+    probs[np.arange(8), digits] += 0.5
+    sums = [int(10 * digits[0] + digits[1] + 10 * digits[2] + digits[3]), None]
+    spec = add2_spec([(0, 1, 2, 3), (4, 5, 6, 7)], sums, phase="learn")
+    with Bridge(spec, options=FD_OPTIONS) as bridge:
+        assert bridge.learn_step({"Neural": probs.astype(np.float32)}).latent_atoms == 4 * 19 + 199
+        _check_finite_differences(bridge, probs.astype(np.float32), rng)
+
+
+def test_gradient_sign_lowers_energy_on_a_wrong_prediction():
+    # 4 + 5 = 9, but the network says "2" and "3" with confidence.
+    spec = add1_spec([(0, 1)], sums=[9], phase="learn")
+    probs = np.full((2, 10), 0.02, dtype=np.float32)
+    probs[0, 2] = probs[1, 3] = 0.82
+    with Bridge(spec, options=TIGHT) as bridge:
+        base = bridge.learn_step({"Neural": probs})
+        grad = base.neural_gradients["Neural"]
+        assert base.energy > 0
+        moved = 0
+        for ix in np.argwhere(np.abs(grad) > 1e-3):
+            ix = tuple(ix)
+            step = probs.copy()
+            step[ix] = np.clip(step[ix] - 0.01 * np.sign(grad[ix]), 0, 1)
+            assert bridge.learn_step({"Neural": step}).energy < base.energy, ix
+            moved += 1
+        assert moved >= 4
+        # The wrong digits are pushed down, the right ones up.
+        assert grad[0, 2] > 0 and grad[1, 3] > 0
+        assert grad[0, 4] < 0 and grad[1, 5] < 0
+        # A few gradient steps on the prediction itself lower the energy monotonically.
+        energies = [base.energy]
+        for _ in range(3):
+            probs = np.clip(probs - 0.05 * bridge.learn_step({"Neural": probs}).neural_gradients["Neural"], 0, 1)
+            energies.append(bridge.learn_step({"Neural": probs}).energy)
+        assert all(b < a for a, b in zip(energies, energies[1:]))
+
+
+@pytest.mark.parametrize("steps", [3])
+def test_weight_learning_matches_the_jars_energy_learner_without_neural(steps):
+    spec = load_model(SA, phase="learn")
+    options = {
+        **TIGHT,
+        "runtime.learn.method": "Energy",
+        "gradientdescent.numsteps": str(steps),
+        "gradientdescent.runfulliterations": "true",
+    }
+    oracle = [w for w in run_runtime(spec, options=options).weights() if w is not None]
+    with Bridge(spec, options=TIGHT) as bridge:
+        optimizer = WeightOptimizer.from_psl_options(options)
+        for _ in range(steps + 2):  # PSL's loop runs numsteps + 2 steps
+            bridge.learn_step(weights=optimizer)
+        np.testing.assert_allclose(bridge.rule_weights, oracle, atol=1e-4)
+        assert bridge.rule_weights.sum() == pytest.approx(1.0, abs=1e-5)
+
+
+def test_weight_learning_matches_the_jars_energy_learner_with_neural_and_latent_atoms():
+    spec, probs = _add1(n=8, labelled=5, seed=2)
+    options = {
+        **TIGHT,
+        "runtime.learn.method": "Energy",
+        "gradientdescent.numsteps": "4",
+        "gradientdescent.runfulliterations": "true",
+        "gradientdescent.stepsize": "0.5",
+        "gradientdescent.negativeentropyregularization": "0.5",
+    }
+    with Bridge(spec, options=TIGHT) as bridge:
+        entities, classes = bridge.entities("Neural"), bridge.classes("Neural")
+        optimizer = WeightOptimizer.from_psl_options(options)
+        first = bridge.learn_step({"Neural": probs}, weights=optimizer)
+        assert first.latent_atoms == 3 * 19 and first.iterations["latent"] > 0
+        for _ in range(5):
+            bridge.learn_step(weights=optimizer)
+        ours = bridge.rule_weights
+    oracle = run_runtime(
+        spec, {"Neural": probs}, entities={"Neural": entities}, classes={"Neural": classes}, options=options
+    )
+    np.testing.assert_allclose(ours, [w for w in oracle.weights() if w is not None], atol=1e-4)
+
+
+def test_structured_perceptron_loss_is_non_negative_and_uses_a_map_solve():
+    spec, probs = _add1(n=5, labelled=5, seed=4)
+    with Bridge(spec, options=TIGHT) as bridge:
+        energy = bridge.learn_step({"Neural": probs})
+        sp = bridge.learn_step({"Neural": probs}, loss="structured_perceptron")
+    assert sp.energy == pytest.approx(energy.energy, rel=1e-5)
+    assert sp.loss >= -1e-5 and sp.iterations["map"] > 0
+    # ∂loss/∂w is Φ(labels) - Φ(MAP), and the loss is w·(Φ(labels) - Φ(MAP)).
+    assert sp.loss == pytest.approx(float(np.dot(sp.rule_weights, sp.rule_potentials)), rel=1e-4, abs=1e-6)
+
+
+def test_constraint_learning_skips_inference():
+    spec, probs = _add1(n=4, labelled=2, seed=6)
+    with Bridge(spec, options=TIGHT) as bridge:
+        result = bridge.learn_step({"Neural": probs}, constraint_learning=True)
+        assert result.iterations["latent"] == 0
+        bridge.program.learning.fix()
+        expected = _phi_from_ground_terms(bridge)
+        bridge.program.learning.unfix()
+    np.testing.assert_allclose(result.rule_potentials, expected, rtol=1e-4, atol=1e-6)
+
+
+def test_labels_are_released_after_a_step():
+    spec, probs = _add1(n=3, labelled=3, seed=7)
+    with Bridge(spec) as bridge:
+        bridge.learn_step({"Neural": probs})
+        # After the step, MAP inference may move the labelled atoms again.
+        result = bridge.infer()
+        assert result.violated_constraints == 0
+        atoms = bridge.program._atom_store.getAtoms()
+        index = bridge.program.learning.label_index
+        assert all(str(atoms[int(i)].getClass().getSimpleName()) == "RandomVariableAtom" for i in index[:10])
+
+
+def test_unknown_loss_is_refused():
+    spec, probs = _add1(n=1, labelled=1)
+    with Bridge(spec) as bridge:
+        with pytest.raises(ConfigurationError, match="loss must be one of"):
+            bridge.learn_step({"Neural": probs}, loss="hinge")
+
+
+def test_neural_atoms_in_hard_constraints_are_flagged(caplog):
+    from pslbridge.model_files import ModelSpec
+
+    spec = ModelSpec.from_python(
+        rules=["1: Neural(I, X) -> Label(I, X) ^2", "Neural(I, +X) = 1 ."],
+        predicates={"Neural": ["UniqueStringID", "UniqueStringID"], "Label": 2},
+        neural={"Neural": 2},
+        targets={"Neural": [("a", "0"), ("a", "1")], "Label": [("a", "0"), ("a", "1")]},
+        truth={"Label": [("a", "0", 1.0), ("a", "1", 0.0)]},
+    )
+    spec.phase = "learn"
+    with Bridge(spec) as bridge, caplog.at_level("WARNING", logger="pslbridge.bridge"):
+        result = bridge.learn_step({"Neural": np.array([[0.3, 0.7]])})
+        assert result.exact_gradient is False
+        assert any("contain neural atoms" in r.getMessage() for r in caplog.records)
+        # max(0, N - Label)^2: class 0 is satisfied (0.3 <= 1), class 1 pulls with 2 * 0.7.
+        np.testing.assert_allclose(result.neural_gradients["Neural"], [[0.0, 1.4]], atol=1e-5)
