@@ -32,6 +32,7 @@ demo: setup
 	$(PY) -m pslbridge demo
 
 bench: setup
+	$(PY) -m pip install --quiet "pslpython==2.4.1"
 	$(PY) -m pslbridge.benchmarks $(BENCH_ARGS)
 
 lint: setup

@@ -187,11 +187,16 @@ class GroundProgram:
             or not isinstance(existing, J.StandardPredicate)
         ):
             kind = "neural" if is_deep else "standard"
+            owner = (
+                "by a pslbridge program that is still open (close it first)"
+                if spec.key in _REGISTERED
+                else "outside pslbridge (e.g. by PSL's Runtime or pslpython, which never release predicates)"
+            )
             raise ModelFileError(
                 f"predicate {spec.name}({', '.join(spec.types)}) clashes with {kind} predicate "
-                f"{existing.getName()}({', '.join(existing_types)}) already declared in this process; PSL keeps "
-                "one global predicate registry, so programs in one process must agree on each predicate's "
-                "arity, argument types and kind (rename one of them)",
+                f"{existing.getName()}({', '.join(existing_types)}) declared in this process {owner}; PSL keeps "
+                "one global predicate registry, so programs open at the same time must agree on each predicate's "
+                "arity, argument types and kind (or rename one of them)",
                 path=self.spec.source,
                 predicate=spec.name,
             )
