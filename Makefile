@@ -7,7 +7,9 @@ STAMP := $(VENV)/.installed
 EXTRAS ?= dev,tf
 PYTEST_ARGS ?=
 
-.PHONY: setup fetch-jars test demo bench fuzz lint clean info
+MNIST := data/cache/mnist/mnist.npz
+
+.PHONY: setup fetch-jars data test demo bench fuzz lint clean info reproduce-mnist-add
 
 setup: $(STAMP) $(JAR)
 
@@ -25,7 +27,12 @@ $(JAR): jars/SHA256SUMS | $(STAMP)
 	$(PY) -m pslbridge.jars fetch
 	@touch $(JAR)
 
-test: setup
+data: $(MNIST)
+
+$(MNIST): | $(STAMP)
+	$(PY) -m pslbridge.datasets.mnist fetch
+
+test: setup data
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 demo: setup

@@ -97,7 +97,8 @@ def as_prediction_array(
         raise NeuralInputError(
             f"values must lie in [0, 1]; got {array[bad[0], bad[1]]} at row {bad[0]}, column {bad[1]}", predicate=name
         )
-    np.clip(array, 0.0, 1.0, out=array)
+    if low < 0.0 or high > 1.0:  # within the tolerance: clip (a new array; the input may be read-only)
+        array = np.clip(array, 0.0, 1.0)
     return array
 
 

@@ -15,6 +15,9 @@ MODULES = [
     "pslbridge.oracle",
     "pslbridge.experiments",
     "pslbridge.experiments.mnist_add",
+    "pslbridge.datasets.mnist",
+    "pslbridge.training",
+    "pslbridge.benchmarks.resident",
 ]
 
 

@@ -12,13 +12,21 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ..model_files import ModelSpec, NeuralSpec, PredicateSpec, read_rules_file
 
 __all__ = [
+    "AdditionSet",
+    "addition_spec",
+    "lenet",
+    "make_additions",
+    "prepare_images",
+    "sample_images",
     "ADD1_RULES",
     "ADD2_RULES",
     "add1_spec",
@@ -211,3 +219,157 @@ def add2_spec(
     spec.phase = phase
     spec.source = str(ADD2_RULES)
     return spec
+
+
+# --- data sets (paper appendix "Dataset Details") ---------------------------------------------
+
+
+def sample_images(
+    labels: np.ndarray, n_unique: int, n_resampled: int, rng: np.random.Generator, exclude: np.ndarray | None = None
+) -> np.ndarray:
+    """Pick image ids: ``n_unique`` distinct images plus ``n_resampled`` re-drawn from them.
+
+    The re-drawn ones are sampled with replacement and shuffled in (the overlap variant;
+    ``n_resampled=0`` is the plain one).
+
+    Example:
+        >>> ids = sample_images(np.arange(100) % 10, 40, 20, np.random.default_rng(0))
+        >>> len(ids), len(set(ids.tolist()))
+        (60, 40)
+    """
+    pool = np.arange(len(labels))
+    if exclude is not None and len(exclude):
+        pool = np.setdiff1d(pool, exclude)
+    if n_unique > len(pool):
+        raise ValueError(f"asked for {n_unique} images, only {len(pool)} available")
+    unique = rng.choice(pool, size=n_unique, replace=False)
+    extra = rng.choice(unique, size=n_resampled, replace=True) if n_resampled else np.empty(0, dtype=np.int64)
+    ids = np.concatenate([unique, extra])
+    rng.shuffle(ids)
+    return ids
+
+
+@dataclass
+class AdditionSet:
+    """Additions built from MNIST images.
+
+    Attributes:
+        image_ids: MNIST indexes of the images used (entity ``i`` of the program is ``image_ids[i]``
+            only through :attr:`groups`).
+        groups: ``(n_additions, 2 * digits)`` array of positions into ``image_ids``:
+            ``(a, b)`` for Add1, ``(a1, a2, b1, b2)`` (tens first) for Add2.
+        sums: The label of each addition.
+        digits: 1 or 2.
+
+    Example:
+        >>> s = make_additions(np.arange(40) % 10, 1, 20, np.random.default_rng(0))
+        >>> s.groups.shape, int(s.sums[0]) == int(sum((np.arange(40) % 10)[s.image_ids[s.groups[0]]]))
+        ((10, 2), True)
+    """
+
+    image_ids: np.ndarray
+    groups: np.ndarray
+    sums: np.ndarray
+    digits: int
+
+    @property
+    def n_additions(self) -> int:
+        """Number of additions."""
+        return int(self.groups.shape[0])
+
+
+def make_additions(
+    labels: np.ndarray,
+    digits: int,
+    n_images: int,
+    rng: np.random.Generator,
+    *,
+    n_resampled: int = 0,
+    exclude: np.ndarray | None = None,
+) -> AdditionSet:
+    """Shuffle a list of images and partition it in order into additions (paper's generator).
+
+    Args:
+        labels: MNIST labels of the split to draw from.
+        digits: 1 (Add1) or 2 (Add2).
+        n_images: Unique images to draw.
+        rng: Random generator (seeded by the caller).
+        n_resampled: Extra images re-sampled with replacement from the unique ones (overlap variant).
+        exclude: MNIST indexes not to use (e.g. the test images when drawing validation).
+
+    Returns:
+        The additions; leftover images that do not fill an addition are dropped.
+    """
+    if digits not in (1, 2):
+        raise ValueError("digits must be 1 or 2")
+    ids = sample_images(labels, n_images, n_resampled, rng, exclude)
+    per = 2 * digits
+    n_add = len(ids) // per
+    ids = ids[: n_add * per]
+    groups = np.arange(n_add * per).reshape(n_add, per)
+    values = labels[ids].astype(np.int64)
+    if digits == 1:
+        sums = values[groups[:, 0]] + values[groups[:, 1]]
+    else:
+        sums = 10 * values[groups[:, 0]] + values[groups[:, 1]] + 10 * values[groups[:, 2]] + values[groups[:, 3]]
+    # Entities are positions in the list, so a re-sampled image is its own entity.
+    return AdditionSet(ids, groups, sums, digits)
+
+
+def addition_spec(
+    additions: AdditionSet, *, labelled: bool = True, phase: str = "learn", options: dict[str, str] | None = None
+) -> ModelSpec:
+    """The PSL program of an :class:`AdditionSet` (entities are list positions).
+
+    Example:
+        >>> s = make_additions(np.arange(40) % 10, 1, 8, np.random.default_rng(0))
+        >>> addition_spec(s).predicate("ImageSum").arity
+        3
+    """
+    sums = additions.sums.tolist() if labelled else None
+    if additions.digits == 1:
+        return add1_spec([tuple(g) for g in additions.groups.tolist()], sums, phase=phase, options=options)
+    return add2_spec([tuple(g) for g in additions.groups.tolist()], sums, phase=phase, options=options)
+
+
+# --- networks (paper's neural architecture table) ----------------------------------------------
+
+
+def lenet(classes: int = 10, learning_rate: float = 1e-3) -> Any:
+    """The paper's LeNet-style CNN, compiled with Adam.
+
+    conv 6@5x5, maxpool, ReLU, conv 16@5x5, maxpool, ReLU, dense 120, dense 84, dense ``classes`` softmax.
+
+    Example:
+        >>> lenet().count_params()  # doctest: +SKIP
+        44426
+    """
+    import keras
+
+    model = keras.Sequential(
+        [
+            keras.Input(shape=(28, 28, 1)),
+            keras.layers.Conv2D(6, 5),
+            keras.layers.MaxPooling2D(2),
+            keras.layers.ReLU(),
+            keras.layers.Conv2D(16, 5),
+            keras.layers.MaxPooling2D(2),
+            keras.layers.ReLU(),
+            keras.layers.Flatten(),
+            keras.layers.Dense(120, activation="relu"),
+            keras.layers.Dense(84, activation="relu"),
+            keras.layers.Dense(classes, activation="softmax"),
+        ]
+    )
+    model.compile(optimizer=keras.optimizers.Adam(learning_rate), loss="categorical_crossentropy")
+    return model
+
+
+def prepare_images(images: np.ndarray) -> np.ndarray:
+    """uint8 28x28 images -> float32 (n, 28, 28, 1) in [0, 1].
+
+    Example:
+        >>> prepare_images(np.zeros((2, 28, 28), dtype=np.uint8)).shape
+        (2, 28, 28, 1)
+    """
+    return (np.asarray(images, dtype=np.float32) / 255.0)[..., None]

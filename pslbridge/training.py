@@ -1,0 +1,244 @@
+"""Keras on the neural side: bind networks to neural predicates and train them through PSL.
+
+A :class:`NeuralBinding` ties a Keras model to one neural predicate and the model inputs of
+that predicate's entities (in :meth:`pslbridge.Bridge.entities` row order). The
+:class:`Trainer` runs NeuPSL learning, Python-driven: each step calls every bound model,
+pushes the predictions, calls :meth:`pslbridge.Bridge.learn_step`, and applies
+``tape.gradient(predictions, model.trainable_variables, output_gradients=∂energy/∂prediction)``
+with the model's optimizer (the chain rule through the energy, as in NeuPSL). Optionally it
+takes symbolic weight steps, evaluates on a separate program each epoch, and drives Keras
+callbacks (early stopping, checkpoints) and a progress bar.
+
+TensorFlow is imported lazily; without it this module still imports.
+
+Example:
+    >>> binding = NeuralBinding("Neural", model, images)  # doctest: +SKIP
+    >>> trainer = Trainer(bridge, [binding], evaluate=lambda: {"val_acc": 0.9})  # doctest: +SKIP
+    >>> history = trainer.fit(epochs=10)  # doctest: +SKIP
+    >>> history.history["energy"][-1]  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .bridge import Bridge, LearnResult
+from .errors import ConfigurationError
+from .learning import WeightOptimizer
+
+__all__ = ["History", "NeuralBinding", "Trainer", "set_seed"]
+
+log = logging.getLogger(__name__)
+
+
+def set_seed(seed: int) -> None:
+    """Seed Python, numpy and TensorFlow/Keras (when installed) for repeatable runs.
+
+    Example:
+        >>> set_seed(0)
+    """
+    random.seed(seed)
+    np.random.seed(seed)
+    try:
+        import keras
+
+        keras.utils.set_random_seed(seed)
+    except ImportError:  # pragma: no cover - TensorFlow is optional
+        pass
+
+
+@dataclass
+class NeuralBinding:
+    """A Keras model feeding one neural predicate.
+
+    Args:
+        predicate: The neural predicate's name.
+        model: A Keras model mapping ``inputs`` to ``(n_entities, n_classes)`` probabilities.
+        inputs: Model inputs, one row per entity in :meth:`Bridge.entities` order.
+        optimizer: A Keras optimizer (default: the model's compiled optimizer, else Adam 1e-3).
+
+    Example:
+        >>> NeuralBinding("Neural", model, images[ids])  # doctest: +SKIP
+    """
+
+    predicate: str
+    model: Any
+    inputs: Any
+    optimizer: Any = None
+
+    def __post_init__(self) -> None:
+        if self.optimizer is None:
+            self.optimizer = getattr(self.model, "optimizer", None)
+        if self.optimizer is None:
+            import keras
+
+            self.optimizer = keras.optimizers.Adam(1e-3)
+
+    def predict(self, training: bool = False) -> np.ndarray:
+        """The model's predictions for every entity (no gradient)."""
+        return np.asarray(self.model(self.inputs, training=training))
+
+
+@dataclass
+class History:
+    """Per-epoch metrics, like Keras' ``History``.
+
+    Example:
+        >>> h = History(); h.append({"energy": 1.0}); h.history
+        {'energy': [1.0]}
+    """
+
+    history: dict[str, list[float]] = field(default_factory=dict)
+    epoch: list[int] = field(default_factory=list)
+
+    def append(self, logs: Mapping[str, float]) -> None:
+        """Record one epoch's logs."""
+        self.epoch.append(len(self.epoch))
+        for key, value in logs.items():
+            self.history.setdefault(key, []).append(float(value))
+
+
+class Trainer:
+    """NeuPSL training driven from Python (full batch by default, as in the paper).
+
+    Args:
+        bridge: The training program (built with ``phase="learn"`` so labels are in the truth partition).
+        bindings: One :class:`NeuralBinding` per neural predicate.
+        weights: A :class:`~pslbridge.learning.WeightOptimizer` for symbolic weight steps, or None
+            to keep the rule weights fixed.
+        evaluate: Called after each epoch; returns metrics (e.g. validation accuracy by ``infer()``
+            on a separate program) merged into the epoch's logs.
+        loss: ``"energy"`` or ``"structured_perceptron"``.
+        steps_per_epoch: Learning steps per epoch.
+
+    Example:
+        >>> Trainer(bridge, [NeuralBinding("Neural", cnn, images)]).fit(epochs=5)  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        bridge: Bridge,
+        bindings: Sequence[NeuralBinding],
+        *,
+        weights: WeightOptimizer | None = None,
+        evaluate: Callable[[], Mapping[str, float]] | None = None,
+        loss: str = "energy",
+        steps_per_epoch: int = 1,
+    ) -> None:
+        self.bridge = bridge
+        self.bindings = list(bindings)
+        names = {b.predicate.upper() for b in self.bindings}
+        expected = {p.upper() for p in bridge.neural_predicates}
+        if names != expected:
+            raise ConfigurationError(
+                f"bind exactly the neural predicates {sorted(bridge.neural_predicates)}; "
+                f"got {sorted(b.predicate for b in self.bindings)}"
+            )
+        for binding in self.bindings:
+            n = bridge.neural_shape(binding.predicate)[0]
+            if len(binding.inputs) != n:
+                raise ConfigurationError(
+                    f"inputs for {binding.predicate} have {len(binding.inputs)} rows; the "
+                    f"program has {n} entities (see Bridge.entities)"
+                )
+        if steps_per_epoch < 1:
+            raise ConfigurationError("steps_per_epoch must be >= 1")
+        self.weights = weights
+        self.evaluate = evaluate
+        self.loss = loss
+        self.steps_per_epoch = steps_per_epoch
+        self.stop_training = False
+        self.last_step: LearnResult | None = None
+
+    def train_step(self) -> dict[str, float]:
+        """One learning step: predict, learn_step, backpropagate ∂energy/∂prediction.
+
+        Returns:
+            ``{"loss", "energy", "step_time", "psl_time"}`` of this step.
+        """
+        import tensorflow as tf
+
+        start = time.perf_counter()
+        tapes, predictions = [], {}
+        for binding in self.bindings:
+            with tf.GradientTape() as tape:
+                output = binding.model(binding.inputs, training=True)
+            tapes.append((binding, tape, output))
+            predictions[binding.predicate] = output.numpy()
+        psl_start = time.perf_counter()
+        result = self.bridge.learn_step(predictions, loss=self.loss, weights=self.weights)
+        psl_time = time.perf_counter() - psl_start
+        for binding, tape, output in tapes:
+            grad = result.neural_gradients[self.bridge._block(binding.predicate).spec.name]
+            variables = binding.model.trainable_variables
+            grads = tape.gradient(output, variables, output_gradients=tf.convert_to_tensor(grad, output.dtype))
+            binding.optimizer.apply_gradients([(g, v) for g, v in zip(grads, variables) if g is not None])
+        self.last_step = result
+        return {
+            "loss": result.loss,
+            "energy": result.energy,
+            "step_time": time.perf_counter() - start,
+            "psl_time": psl_time,
+        }
+
+    def fit(self, epochs: int, *, callbacks: Sequence[Any] = (), verbose: int = 1) -> History:
+        """Train for ``epochs`` epochs (or until a callback stops training).
+
+        Args:
+            epochs: Number of epochs.
+            callbacks: Keras callbacks (``EarlyStopping``, ``ModelCheckpoint``, ...); they see the first
+                bound model as ``self.model`` and the epoch logs.
+            verbose: 1 for a Keras progress bar per epoch, 0 for silence.
+
+        Returns:
+            The per-epoch :class:`History` (``loss``, ``energy``, ``step_time`` and evaluation metrics).
+        """
+        import keras
+
+        history = History()
+        model = self.bindings[0].model
+        callback_list = keras.callbacks.CallbackList(
+            list(callbacks),
+            add_history=False,
+            add_progbar=False,
+            model=model,
+            epochs=epochs,
+            steps=self.steps_per_epoch,
+        )
+        model.stop_training = False
+        callback_list.on_train_begin()
+        for epoch in range(epochs):
+            callback_list.on_epoch_begin(epoch)
+            bar = keras.utils.Progbar(
+                self.steps_per_epoch, verbose=verbose, stateful_metrics=["energy", "step_time", "psl_time"]
+            )
+            sums: dict[str, float] = {}
+            for step in range(self.steps_per_epoch):
+                logs = self.train_step()
+                for key, value in logs.items():
+                    sums[key] = sums.get(key, 0.0) + value
+                bar.update(step + 1, values=[(k, v) for k, v in logs.items()], finalize=False)
+            epoch_logs = {k: v / self.steps_per_epoch for k, v in sums.items()}
+            if self.evaluate is not None:
+                epoch_logs.update({k: float(v) for k, v in self.evaluate().items()})
+            if self.weights is not None:
+                for i, w in enumerate(self.bridge.rule_weights):
+                    epoch_logs[f"w{i}"] = float(w)
+            bar.update(
+                self.steps_per_epoch,
+                values=[(k, v) for k, v in epoch_logs.items() if not k.startswith("w")],
+                finalize=True,
+            )
+            history.append(epoch_logs)
+            callback_list.on_epoch_end(epoch, epoch_logs)
+            if model.stop_training or self.stop_training:
+                break
+        callback_list.on_train_end()
+        return history
