@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 JAR := jars/psl-runtime-2.4.0.jar
 STAMP := $(VENV)/.installed
-EXTRAS ?= dev,tf
+EXTRAS ?= dev,tf,experiments
 PYTEST_ARGS ?=
 
 MNIST := data/cache/mnist/mnist.npz
@@ -45,6 +45,13 @@ bench: setup
 lint: setup
 	$(PY) -m ruff check pslbridge tests
 	$(PY) -m ruff format --check pslbridge tests || true
+
+# The paper's MNIST-Addition settings (5 splits each; Add2-1500 takes hours on 2 cores).
+reproduce-mnist-add: setup data
+	$(PY) -m pslbridge.experiments mnist-add --digits 1 --additions 300 --splits 5 --out out/mnist-add
+	$(PY) -m pslbridge.experiments mnist-add --digits 1 --additions 3000 --splits 5 --out out/mnist-add
+	$(PY) -m pslbridge.experiments mnist-add --digits 2 --additions 150 --splits 5 --out out/mnist-add
+	$(PY) -m pslbridge.experiments mnist-add --digits 2 --additions 1500 --splits 5 --out out/mnist-add
 
 info: setup
 	$(PY) -m pslbridge info

@@ -1,0 +1,306 @@
+"""Runner for the paper's MNIST-Addition experiments (NeuPSL and the CNN baseline).
+
+``python -m pslbridge.experiments mnist-add --digits 1 --additions 300 --splits 5`` writes under
+``--out`` (default ``out/mnist-add``):
+
+* ``results.csv``: one row per split and method (test sum and digit accuracy, times);
+* ``results.md``: mean ± std per method, next to the paper's numbers;
+* ``curves-<setting>.png``: per-epoch energy and validation accuracy of every split.
+
+Per split (seeded): training additions from MNIST's training images; validation and test
+additions from MNIST's test images (disjoint). NeuPSL trains the LeNet network through the energy
+loss with full-batch steps; the model of the epoch with the best validation sum accuracy is tested.
+
+Example:
+    >>> main(["--digits", "1", "--additions", "30", "--splits", "1", "--epochs", "2"])  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import logging
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..bridge import Bridge
+from ..datasets.mnist import load_mnist
+from ..training import NeuralBinding, Trainer, set_seed
+from .mnist_add import AdditionSet, addition_spec, lenet, make_additions, prepare_images
+
+__all__ = ["PAPER", "Setting", "main", "run_setting", "sum_predictions"]
+
+log = logging.getLogger(__name__)
+
+#: Test sum accuracy (mean, std) reported in the paper (10 splits), by (digits, additions).
+PAPER = {
+    (1, 300): (82.58, 2.56), (1, 3000): (93.66, 0.32), (1, 25000): (97.34, 0.26),
+    (2, 150): (56.94, 6.33), (2, 1500): (87.05, 1.48), (2, 12500): (95.66, 0.25),
+}
+
+
+@dataclass
+class Setting:
+    """One experiment setting.
+
+    Attributes:
+        digits: 1 (Add1) or 2 (Add2).
+        additions: Training additions (images = additions · 2 · digits).
+        overlap: Extra training images re-sampled with replacement (the overlap variant).
+        test_additions: Test additions (from MNIST's test images).
+        val_additions: Validation additions (from MNIST's test images, disjoint from the test ones).
+        epochs: Epochs of ``steps_per_epoch`` full-batch steps.
+        steps_per_epoch: Learning steps per epoch.
+        admm_iterations: ADMM cap while learning (paper: 500 for Add1, 100 for Add2).
+        learning_rate: Adam learning rate of the network (paper: 1e-3).
+        baseline_epochs: Epochs of the CNN baseline (early stopping on validation, patience 10).
+    """
+
+    digits: int = 1
+    additions: int = 300
+    overlap: int = 0
+    test_additions: int = 500
+    val_additions: int = 100
+    epochs: int = 25
+    steps_per_epoch: int = 20
+    admm_iterations: int = 500
+    learning_rate: float = 1e-3
+    baseline_epochs: int = 50
+
+    @property
+    def name(self) -> str:
+        """A short label such as ``add1-300`` or ``add1-40+20``."""
+        extra = f"+{self.overlap}" if self.overlap else ""
+        return f"add{self.digits}-{self.additions}{extra}"
+
+
+def sum_predictions(bridge: Bridge, additions: AdditionSet, probs: np.ndarray) -> tuple[np.ndarray, float]:
+    """MAP sum of each addition (argmax of the sum atoms) and the inference time.
+
+    Example:
+        >>> sum_predictions(bridge, test_set, probs)  # doctest: +SKIP
+        (array([ 7, 12, ...]), 0.05)
+    """
+    start = time.perf_counter()
+    result = bridge.infer({"Neural": probs})
+    elapsed = time.perf_counter() - start
+    name = "ImageSum" if additions.digits == 1 else "Sum"
+    frame = result.to_frame(name)
+    first = frame["arg0"].astype(int).to_numpy()
+    value_col = frame.columns[additions.digits * 2]
+    frame = frame.assign(first=first)
+    best = frame.loc[frame.groupby("first")["value"].idxmax()]
+    lookup = dict(zip(best["first"].tolist(), best[value_col].astype(int).tolist()))
+    return np.array([lookup[int(g)] for g in additions.groups[:, 0]]), elapsed
+
+
+def _split_data(setting: Setting, split: int, seed: int, labels_train: np.ndarray, labels_test: np.ndarray):
+    rng = np.random.default_rng(seed + 1000 * split)
+    per = 2 * setting.digits
+    train = make_additions(labels_train, setting.digits, setting.additions * per, rng, n_resampled=setting.overlap)
+    test = make_additions(labels_test, setting.digits, setting.test_additions * per, rng)
+    val = make_additions(labels_test, setting.digits, setting.val_additions * per, rng, exclude=test.image_ids)
+    return train, val, test
+
+
+def _neupsl(setting: Setting, split: int, seed: int, data: tuple, mnist: tuple) -> dict[str, Any]:
+    x_train, y_train, x_test, y_test = mnist
+    train, val, test = data
+    set_seed(seed + split)
+    model = lenet(10, setting.learning_rate)
+    inputs = prepare_images(x_train[train.image_ids])
+    val_inputs, test_inputs = prepare_images(x_test[val.image_ids]), prepare_images(x_test[test.image_ids])
+    options = {"admmreasoner.maxiterations": str(setting.admm_iterations)}
+    t0 = time.perf_counter()
+    train_bridge = Bridge(addition_spec(train), options=options)
+    val_bridge = Bridge(addition_spec(val, labelled=False, phase="infer"))
+    test_bridge = Bridge(addition_spec(test, labelled=False, phase="infer"))
+    build = time.perf_counter() - t0
+    best = {"val_sum_acc": -1.0, "weights": None, "epoch": -1}
+
+    def evaluate() -> dict[str, float]:
+        probs = np.asarray(model(val_inputs, training=False))
+        predicted, _ = sum_predictions(val_bridge, val, probs)
+        accuracy = float((predicted == val.sums).mean())
+        return {"val_sum_acc": accuracy, "val_digit_acc": float((probs.argmax(1) == y_test[val.image_ids]).mean())}
+
+    trainer = Trainer(train_bridge, [NeuralBinding("Neural", model, inputs)], evaluate=evaluate,
+                      steps_per_epoch=setting.steps_per_epoch)
+    history: dict[str, list[float]] = {}
+    t1 = time.perf_counter()
+    for epoch in range(setting.epochs):
+        logs = trainer.fit(1, verbose=0).history
+        for key, values in logs.items():
+            history.setdefault(key, []).extend(values)
+        if logs["val_sum_acc"][-1] > best["val_sum_acc"]:
+            best.update(val_sum_acc=logs["val_sum_acc"][-1], weights=model.get_weights(), epoch=epoch)
+    learn_time = time.perf_counter() - t1
+    model.set_weights(best["weights"])
+    probs = np.asarray(model(test_inputs, training=False))
+    predicted, _ = sum_predictions(test_bridge, test, probs)
+    infer_times = [sum_predictions(test_bridge, test, probs)[1] for _ in range(3)]
+    for bridge in (train_bridge, val_bridge, test_bridge):
+        bridge.close()
+    return {
+        "method": "NeuPSL", "sum_acc": 100 * float((predicted == test.sums).mean()),
+        "digit_acc": 100 * float((probs.argmax(1) == y_test[test.image_ids]).mean()),
+        "best_epoch": best["epoch"], "build_s": build, "learn_s": learn_time,
+        "step_s": float(np.mean(history["step_time"])), "psl_step_s": float(np.mean(history["psl_time"])),
+        "infer_s": float(np.median(infer_times)), "history": history,
+    }
+
+
+def _cnn_baseline(setting: Setting, split: int, seed: int, data: tuple, mnist: tuple) -> dict[str, Any]:
+    import keras
+
+    x_train, _, x_test, _ = mnist
+    train, val, test = data
+    set_seed(seed + split)
+    classes = 19 if setting.digits == 1 else 199
+
+    def stack(images: np.ndarray, additions: AdditionSet) -> np.ndarray:
+        picked = prepare_images(images[additions.image_ids])[additions.groups]  # (n, 2d, 28, 28, 1)
+        return np.concatenate(list(np.moveaxis(picked, 1, 0)), axis=2)  # side by side: (n, 28, 28·2d, 1)
+
+    x_tr, x_va, x_te = stack(x_train, train), stack(x_test, val), stack(x_test, test)
+    model = keras.Sequential([
+        keras.Input(shape=x_tr.shape[1:]),
+        keras.layers.Conv2D(6, 5), keras.layers.MaxPooling2D(2), keras.layers.ReLU(),
+        keras.layers.Conv2D(16, 5), keras.layers.MaxPooling2D(2), keras.layers.ReLU(),
+        keras.layers.Flatten(), keras.layers.Dense(120, activation="relu"),
+        keras.layers.Dense(84, activation="relu"), keras.layers.Dense(classes, activation="softmax"),
+    ])
+    model.compile(optimizer=keras.optimizers.Adam(setting.learning_rate), loss="sparse_categorical_crossentropy",
+                  metrics=["accuracy"])
+    t0 = time.perf_counter()
+    model.fit(x_tr, train.sums, validation_data=(x_va, val.sums), epochs=setting.baseline_epochs, batch_size=32,
+              verbose=0, callbacks=[keras.callbacks.EarlyStopping(monitor="val_accuracy", mode="max", patience=10,
+                                                                  restore_best_weights=True)])
+    learn = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    predicted = np.asarray(model(x_te, training=False)).argmax(1)
+    return {"method": "CNN", "sum_acc": 100 * float((predicted == test.sums).mean()), "digit_acc": float("nan"),
+            "learn_s": learn, "infer_s": time.perf_counter() - t1}
+
+
+def run_setting(setting: Setting, splits: int, seed: int, out: Path, baseline: bool = True) -> list[dict[str, Any]]:
+    """Run all splits of one setting; append rows to ``results.csv`` and draw the learning curves."""
+    mnist = load_mnist()
+    rows = []
+    histories = []
+    for split in range(splits):
+        data = _split_data(setting, split, seed, mnist[1], mnist[3])
+        methods = [_neupsl] + ([_cnn_baseline] if baseline else [])
+        for method in methods:
+            result = method(setting, split, seed, data, mnist)
+            history = result.pop("history", None)
+            if history is not None:
+                histories.append(history)
+            row = {"setting": setting.name, "split": split, **asdict(setting), **result}
+            rows.append(row)
+            print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
+            _append_csv(out / "results.csv", row)
+    _plot(histories, out / f"curves-{setting.name}.png", setting.name)
+    return rows
+
+
+def _append_csv(path: Path, row: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fields = ["setting", "split", "method", "sum_acc", "digit_acc", "best_epoch", "build_s", "learn_s", "step_s",
+              "psl_step_s", "infer_s", "digits", "additions", "overlap", "test_additions", "val_additions", "epochs",
+              "steps_per_epoch", "admm_iterations", "learning_rate", "baseline_epochs"]
+    new = not path.is_file()
+    with open(path, "a", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fields, extrasaction="ignore")
+        if new:
+            writer.writeheader()
+        writer.writerow(row)
+
+
+def _plot(histories: list[dict[str, list[float]]], path: Path, title: str) -> None:
+    if not histories:
+        return
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
+    for i, history in enumerate(histories):
+        axes[0].plot(history["energy"], label=f"split {i}")
+        axes[1].plot([100 * v for v in history["val_sum_acc"]], label=f"split {i}")
+    axes[0].set(title=f"{title}: training energy", xlabel="epoch", yscale="log")
+    axes[1].set(title=f"{title}: validation sum accuracy (%)", xlabel="epoch")
+    axes[1].legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def write_table(out: Path) -> str:
+    """Summarise ``results.csv`` into ``results.md`` (mean ± std per setting and method)."""
+    with open(out / "results.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    groups: dict[tuple[str, str], list[dict[str, str]]] = {}
+    for row in rows:
+        groups.setdefault((row["setting"], row["method"]), []).append(row)
+    lines = ["# MNIST-Addition results (test accuracy %, mean ± std over splits)", "",
+             "| setting | method | splits | sum accuracy | digit accuracy | paper (NeuPSL) | learn s | step s "
+             "| inference s |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+
+    def stat(values: list[float]) -> str:
+        values = [v for v in values if not np.isnan(v)]
+        if not values:
+            return "–"
+        std = statistics.stdev(values) if len(values) > 1 else 0.0
+        return f"{statistics.mean(values):.2f} ± {std:.2f}"
+
+    for (setting, method), group in sorted(groups.items()):
+        digits, additions = int(group[0]["digits"]), int(group[0]["additions"])
+        paper = PAPER.get((digits, additions)) if int(group[0]["overlap"] or 0) == 0 else None
+        paper_text = f"{paper[0]:.2f} ± {paper[1]:.2f}" if (paper and method == "NeuPSL") else ""
+        floats = {k: [float(r[k]) if r.get(k) not in (None, "") else float("nan") for r in group]
+                  for k in ("sum_acc", "digit_acc", "learn_s", "step_s", "infer_s")}
+        mean = {k: (np.nanmean(v) if not all(np.isnan(v)) else float("nan")) for k, v in floats.items()}
+        lines.append(f"| {setting} | {method} | {len(group)} | {stat(floats['sum_acc'])} | "
+                     f"{stat(floats['digit_acc'])} | {paper_text} | {mean['learn_s']:.0f} | "
+                     f"{mean['step_s']:.3f} | {mean['infer_s']:.3f} |")
+    text = "\n".join(lines) + "\n"
+    (out / "results.md").write_text(text)
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point (``python -m pslbridge.experiments mnist-add ...``)."""
+    parser = argparse.ArgumentParser(prog="python -m pslbridge.experiments mnist-add")
+    parser.add_argument("--digits", type=int, default=1, choices=(1, 2))
+    parser.add_argument("--additions", type=int, default=300)
+    parser.add_argument("--overlap", type=int, default=0, help="extra images re-sampled with replacement")
+    parser.add_argument("--splits", type=int, default=5)
+    parser.add_argument("--epochs", type=int, default=25)
+    parser.add_argument("--steps-per-epoch", type=int, default=20)
+    parser.add_argument("--test-additions", type=int)
+    parser.add_argument("--val-additions", type=int, default=100)
+    parser.add_argument("--admm-iterations", type=int)
+    parser.add_argument("--learning-rate", type=float, default=1e-3)
+    parser.add_argument("--baseline-epochs", type=int, default=50)
+    parser.add_argument("--no-baseline", action="store_true")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=Path("out/mnist-add"))
+    args = parser.parse_args(argv)
+    setting = Setting(
+        digits=args.digits, additions=args.additions, overlap=args.overlap,
+        test_additions=args.test_additions or (500 if args.digits == 1 else 250),
+        val_additions=args.val_additions, epochs=args.epochs, steps_per_epoch=args.steps_per_epoch,
+        admm_iterations=args.admm_iterations or (500 if args.digits == 1 else 100),
+        learning_rate=args.learning_rate, baseline_epochs=args.baseline_epochs,
+    )
+    run_setting(setting, args.splits, args.seed, args.out, baseline=not args.no_baseline)
+    print(write_table(args.out))
+    return 0

@@ -1,0 +1,87 @@
+import io
+import tarfile
+
+import numpy as np
+import pytest
+
+from pslbridge.datasets import mnist
+from pslbridge.experiments.mnist_add import add2_spec, make_additions, place_rows, possible_digit_rows
+from pslbridge.experiments.mnist_add_runner import Setting, _split_data
+
+LABELS = np.arange(5000) % 10
+
+
+def test_add1_counts_and_sums():
+    s = make_additions(LABELS, 1, 600, np.random.default_rng(0))
+    assert s.n_additions == 300 and len(s.image_ids) == 600 and len(set(s.image_ids.tolist())) == 600
+    np.testing.assert_array_equal(s.sums, LABELS[s.image_ids[s.groups[:, 0]]] + LABELS[s.image_ids[s.groups[:, 1]]])
+
+
+def test_add2_sums_use_tens_first():
+    s = make_additions(LABELS, 2, 40, np.random.default_rng(1))
+    d = LABELS[s.image_ids[s.groups]]
+    np.testing.assert_array_equal(s.sums, 10 * d[:, 0] + d[:, 1] + 10 * d[:, 2] + d[:, 3])
+    assert s.groups.shape == (10, 4)
+
+
+@pytest.mark.parametrize(("n", "m"), [(40, 0), (40, 20), (60, 30), (80, 80)])
+def test_overlap_variant_counts(n, m):
+    s = make_additions(LABELS, 1, n, np.random.default_rng(2), n_resampled=m)
+    assert len(s.image_ids) == (n + m) // 2 * 2
+    assert len(set(s.image_ids.tolist())) == n  # the re-sampled images repeat unique ones only
+
+
+def test_seeds_make_splits_repeatable():
+    a = make_additions(LABELS, 1, 100, np.random.default_rng(7))
+    b = make_additions(LABELS, 1, 100, np.random.default_rng(7))
+    c = make_additions(LABELS, 1, 100, np.random.default_rng(8))
+    np.testing.assert_array_equal(a.image_ids, b.image_ids)
+    assert not np.array_equal(a.image_ids, c.image_ids)
+
+
+def test_validation_and_test_images_are_disjoint():
+    setting = Setting(additions=50, test_additions=200, val_additions=100)
+    train, val, test = _split_data(setting, split=3, seed=0, labels_train=LABELS, labels_test=LABELS[:2000])
+    assert not set(val.image_ids.tolist()) & set(test.image_ids.tolist())
+    assert test.n_additions == 200 and val.n_additions == 100 and train.n_additions == 50
+
+
+def test_helper_relations():
+    assert len(possible_digit_rows()) == 100
+    rows = place_rows()
+    # 57 = 10*Z10 + Z1 has (5, 7) and (4, 17); the tens digit of a 57 can be 0..5 (with a carry from the ones).
+    assert {(z10, z1) for z10, z1, z in rows["PlaceNumberSum"] if z == 57} == {(5, 7), (4, 17)}
+    assert {x for x, z in rows["PossibleTensDigits"] if z == 57} == set(range(6))
+    spec = add2_spec([(0, 1, 2, 3)], [57])
+    assert spec.predicate("Sum").arity == 5
+
+
+def _idx(array: np.ndarray) -> bytes:
+    header = bytes([0, 0, 8, array.ndim]) + b"".join(d.to_bytes(4, "big") for d in array.shape)
+    return header + array.astype(np.uint8).tobytes()
+
+
+def test_mnist_fetch_from_tarball_checks_checksum_and_parses(tmp_path, monkeypatch):
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for key, member in mnist._FILES.items():
+            shape = (3, 28, 28) if key.startswith("x") else (3,)
+            data = _idx(np.full(shape, 7))
+            info = tarfile.TarInfo(member)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    tarball = tmp_path / mnist.TARBALL
+    tarball.write_bytes(buffer.getvalue())
+    with pytest.raises(mnist.DataError, match="SHA-256"):
+        mnist.fetch(cache=tmp_path / "cache", tarball=tarball)
+    assert not (tmp_path / "cache" / "mnist" / "mnist.npz").exists()
+    monkeypatch.setattr(mnist, "TARBALL_SHA256", mnist._sha256(tarball))
+    path = mnist.fetch(cache=tmp_path / "cache", tarball=tarball)
+    with np.load(path) as data:
+        assert data["x_train"].shape == (3, 28, 28) and int(data["y_test"][0]) == 7
+
+
+def test_missing_mnist_says_what_to_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with pytest.raises(mnist.DataError, match="make data"):
+        mnist.load_mnist(cache=tmp_path)
