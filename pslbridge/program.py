@@ -471,6 +471,15 @@ class GroundProgram:
         full[:, -1] = np.tile(np.asarray(classes, dtype=object), len(ent))
         keys = self._keys(spec, full)
         index = np.fromiter((self._atom_lookup.get(key, -1) for key in keys), dtype=np.int64, count=len(keys))
+        if ent_map is not None:
+            # Like NeuPSL: entities of the map without any atom in this program (another split) are skipped.
+            present = (index.reshape(len(ent), k) >= 0).any(axis=1)
+            if not present.all():
+                entities = entities[present].reset_index(drop=True)
+                features = None if features is None else features[present]
+                ent = ent[present]
+                full = full.reshape(-1, k, spec.arity)[present].reshape(-1, spec.arity)
+                index = index.reshape(-1, k)[present].ravel()
         if (index < 0).any():
             bad = int(np.flatnonzero(index < 0)[0])
             raise ModelFileError(

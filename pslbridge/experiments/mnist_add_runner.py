@@ -40,8 +40,12 @@ log = logging.getLogger(__name__)
 
 #: Test sum accuracy (mean, std) reported in the paper (10 splits), by (digits, additions).
 PAPER = {
-    (1, 300): (82.58, 2.56), (1, 3000): (93.66, 0.32), (1, 25000): (97.34, 0.26),
-    (2, 150): (56.94, 6.33), (2, 1500): (87.05, 1.48), (2, 12500): (95.66, 0.25),
+    (1, 300): (82.58, 2.56),
+    (1, 3000): (93.66, 0.32),
+    (1, 25000): (97.34, 0.26),
+    (2, 150): (56.94, 6.33),
+    (2, 1500): (87.05, 1.48),
+    (2, 12500): (95.66, 0.25),
 }
 
 
@@ -130,8 +134,12 @@ def _neupsl(setting: Setting, split: int, seed: int, data: tuple, mnist: tuple) 
         accuracy = float((predicted == val.sums).mean())
         return {"val_sum_acc": accuracy, "val_digit_acc": float((probs.argmax(1) == y_test[val.image_ids]).mean())}
 
-    trainer = Trainer(train_bridge, [NeuralBinding("Neural", model, inputs)], evaluate=evaluate,
-                      steps_per_epoch=setting.steps_per_epoch)
+    trainer = Trainer(
+        train_bridge,
+        [NeuralBinding("Neural", model, inputs)],
+        evaluate=evaluate,
+        steps_per_epoch=setting.steps_per_epoch,
+    )
     history: dict[str, list[float]] = {}
     t1 = time.perf_counter()
     for epoch in range(setting.epochs):
@@ -148,11 +156,16 @@ def _neupsl(setting: Setting, split: int, seed: int, data: tuple, mnist: tuple) 
     for bridge in (train_bridge, val_bridge, test_bridge):
         bridge.close()
     return {
-        "method": "NeuPSL", "sum_acc": 100 * float((predicted == test.sums).mean()),
+        "method": "NeuPSL",
+        "sum_acc": 100 * float((predicted == test.sums).mean()),
         "digit_acc": 100 * float((probs.argmax(1) == y_test[test.image_ids]).mean()),
-        "best_epoch": best["epoch"], "build_s": build, "learn_s": learn_time,
-        "step_s": float(np.mean(history["step_time"])), "psl_step_s": float(np.mean(history["psl_time"])),
-        "infer_s": float(np.median(infer_times)), "history": history,
+        "best_epoch": best["epoch"],
+        "build_s": build,
+        "learn_s": learn_time,
+        "step_s": float(np.mean(history["step_time"])),
+        "psl_step_s": float(np.mean(history["psl_time"])),
+        "infer_s": float(np.median(infer_times)),
+        "history": history,
     }
 
 
@@ -169,24 +182,48 @@ def _cnn_baseline(setting: Setting, split: int, seed: int, data: tuple, mnist: t
         return np.concatenate(list(np.moveaxis(picked, 1, 0)), axis=2)  # side by side: (n, 28, 28·2d, 1)
 
     x_tr, x_va, x_te = stack(x_train, train), stack(x_test, val), stack(x_test, test)
-    model = keras.Sequential([
-        keras.Input(shape=x_tr.shape[1:]),
-        keras.layers.Conv2D(6, 5), keras.layers.MaxPooling2D(2), keras.layers.ReLU(),
-        keras.layers.Conv2D(16, 5), keras.layers.MaxPooling2D(2), keras.layers.ReLU(),
-        keras.layers.Flatten(), keras.layers.Dense(120, activation="relu"),
-        keras.layers.Dense(84, activation="relu"), keras.layers.Dense(classes, activation="softmax"),
-    ])
-    model.compile(optimizer=keras.optimizers.Adam(setting.learning_rate), loss="sparse_categorical_crossentropy",
-                  metrics=["accuracy"])
+    model = keras.Sequential(
+        [
+            keras.Input(shape=x_tr.shape[1:]),
+            keras.layers.Conv2D(6, 5),
+            keras.layers.MaxPooling2D(2),
+            keras.layers.ReLU(),
+            keras.layers.Conv2D(16, 5),
+            keras.layers.MaxPooling2D(2),
+            keras.layers.ReLU(),
+            keras.layers.Flatten(),
+            keras.layers.Dense(120, activation="relu"),
+            keras.layers.Dense(84, activation="relu"),
+            keras.layers.Dense(classes, activation="softmax"),
+        ]
+    )
+    model.compile(
+        optimizer=keras.optimizers.Adam(setting.learning_rate),
+        loss="sparse_categorical_crossentropy",
+        metrics=["accuracy"],
+    )
     t0 = time.perf_counter()
-    model.fit(x_tr, train.sums, validation_data=(x_va, val.sums), epochs=setting.baseline_epochs, batch_size=32,
-              verbose=0, callbacks=[keras.callbacks.EarlyStopping(monitor="val_accuracy", mode="max", patience=10,
-                                                                  restore_best_weights=True)])
+    model.fit(
+        x_tr,
+        train.sums,
+        validation_data=(x_va, val.sums),
+        epochs=setting.baseline_epochs,
+        batch_size=32,
+        verbose=0,
+        callbacks=[
+            keras.callbacks.EarlyStopping(monitor="val_accuracy", mode="max", patience=10, restore_best_weights=True)
+        ],
+    )
     learn = time.perf_counter() - t0
     t1 = time.perf_counter()
     predicted = np.asarray(model(x_te, training=False)).argmax(1)
-    return {"method": "CNN", "sum_acc": 100 * float((predicted == test.sums).mean()), "digit_acc": float("nan"),
-            "learn_s": learn, "infer_s": time.perf_counter() - t1}
+    return {
+        "method": "CNN",
+        "sum_acc": 100 * float((predicted == test.sums).mean()),
+        "digit_acc": float("nan"),
+        "learn_s": learn,
+        "infer_s": time.perf_counter() - t1,
+    }
 
 
 def run_setting(setting: Setting, splits: int, seed: int, out: Path, baseline: bool = True) -> list[dict[str, Any]]:
@@ -212,9 +249,29 @@ def run_setting(setting: Setting, splits: int, seed: int, out: Path, baseline: b
 
 def _append_csv(path: Path, row: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fields = ["setting", "split", "method", "sum_acc", "digit_acc", "best_epoch", "build_s", "learn_s", "step_s",
-              "psl_step_s", "infer_s", "digits", "additions", "overlap", "test_additions", "val_additions", "epochs",
-              "steps_per_epoch", "admm_iterations", "learning_rate", "baseline_epochs"]
+    fields = [
+        "setting",
+        "split",
+        "method",
+        "sum_acc",
+        "digit_acc",
+        "best_epoch",
+        "build_s",
+        "learn_s",
+        "step_s",
+        "psl_step_s",
+        "infer_s",
+        "digits",
+        "additions",
+        "overlap",
+        "test_additions",
+        "val_additions",
+        "epochs",
+        "steps_per_epoch",
+        "admm_iterations",
+        "learning_rate",
+        "baseline_epochs",
+    ]
     new = not path.is_file()
     with open(path, "a", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=fields, extrasaction="ignore")
@@ -250,9 +307,13 @@ def write_table(out: Path) -> str:
     groups: dict[tuple[str, str], list[dict[str, str]]] = {}
     for row in rows:
         groups.setdefault((row["setting"], row["method"]), []).append(row)
-    lines = ["# MNIST-Addition results (test accuracy %, mean ± std over splits)", "",
-             "| setting | method | splits | sum accuracy | digit accuracy | paper (NeuPSL) | learn s | step s "
-             "| inference s |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "# MNIST-Addition results (test accuracy %, mean ± std over splits)",
+        "",
+        "| setting | method | splits | sum accuracy | digit accuracy | paper (NeuPSL) | learn s | step s "
+        "| inference s |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
 
     def stat(values: list[float]) -> str:
         values = [v for v in values if not np.isnan(v)]
@@ -265,12 +326,16 @@ def write_table(out: Path) -> str:
         digits, additions = int(group[0]["digits"]), int(group[0]["additions"])
         paper = PAPER.get((digits, additions)) if int(group[0]["overlap"] or 0) == 0 else None
         paper_text = f"{paper[0]:.2f} ± {paper[1]:.2f}" if (paper and method == "NeuPSL") else ""
-        floats = {k: [float(r[k]) if r.get(k) not in (None, "") else float("nan") for r in group]
-                  for k in ("sum_acc", "digit_acc", "learn_s", "step_s", "infer_s")}
+        floats = {
+            k: [float(r[k]) if r.get(k) not in (None, "") else float("nan") for r in group]
+            for k in ("sum_acc", "digit_acc", "learn_s", "step_s", "infer_s")
+        }
         mean = {k: (np.nanmean(v) if not all(np.isnan(v)) else float("nan")) for k, v in floats.items()}
-        lines.append(f"| {setting} | {method} | {len(group)} | {stat(floats['sum_acc'])} | "
-                     f"{stat(floats['digit_acc'])} | {paper_text} | {mean['learn_s']:.0f} | "
-                     f"{mean['step_s']:.3f} | {mean['infer_s']:.3f} |")
+        lines.append(
+            f"| {setting} | {method} | {len(group)} | {stat(floats['sum_acc'])} | "
+            f"{stat(floats['digit_acc'])} | {paper_text} | {mean['learn_s']:.0f} | "
+            f"{mean['step_s']:.3f} | {mean['infer_s']:.3f} |"
+        )
     text = "\n".join(lines) + "\n"
     (out / "results.md").write_text(text)
     return text
@@ -295,11 +360,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("out/mnist-add"))
     args = parser.parse_args(argv)
     setting = Setting(
-        digits=args.digits, additions=args.additions, overlap=args.overlap,
+        digits=args.digits,
+        additions=args.additions,
+        overlap=args.overlap,
         test_additions=args.test_additions or (500 if args.digits == 1 else 250),
-        val_additions=args.val_additions, epochs=args.epochs, steps_per_epoch=args.steps_per_epoch,
+        val_additions=args.val_additions,
+        epochs=args.epochs,
+        steps_per_epoch=args.steps_per_epoch,
         admm_iterations=args.admm_iterations or (500 if args.digits == 1 else 100),
-        learning_rate=args.learning_rate, baseline_epochs=args.baseline_epochs,
+        learning_rate=args.learning_rate,
+        baseline_epochs=args.baseline_epochs,
     )
     run_setting(setting, args.splits, args.seed, args.out, baseline=not args.no_baseline)
     print(write_table(args.out))
