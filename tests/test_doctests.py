@@ -17,6 +17,8 @@ MODULES = [
     "pslbridge.experiments.mnist_add",
     "pslbridge.datasets.mnist",
     "pslbridge.training",
+    "pslbridge.datasets.planetoid",
+    "pslbridge.experiments.citation",
     "pslbridge.benchmarks.resident",
 ]
 

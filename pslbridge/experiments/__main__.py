@@ -1,4 +1,4 @@
-"""``python -m pslbridge.experiments <experiment> [options]``; experiments: ``mnist-add``."""
+"""``python -m pslbridge.experiments <experiment> [options]``; experiments: ``mnist-add``, ``citation``."""
 
 import sys
 
@@ -10,7 +10,10 @@ def main(argv: list[str] | None = None) -> int:
         >>> main(["mnist-add", "--help"])  # doctest: +SKIP
     """
     argv = list(sys.argv[1:] if argv is None else argv)
-    runners = {"mnist-add": "pslbridge.experiments.mnist_add_runner"}
+    runners = {
+        "mnist-add": "pslbridge.experiments.mnist_add_runner",
+        "citation": "pslbridge.experiments.citation_runner",
+    }
     if not argv or argv[0] not in runners:
         print(f"usage: python -m pslbridge.experiments {{{','.join(runners)}}} [options]", file=sys.stderr)
         return 2
