@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 
 MNIST := data/cache/mnist/mnist.npz
 
-.PHONY: setup fetch-jars data test demo bench lint clean info reproduce-mnist-add reproduce-citation
+.PHONY: setup fetch-jars data test demo bench fuzz lint clean info reproduce-mnist-add reproduce-citation
 
 setup: $(STAMP) $(JAR)
 
@@ -52,6 +52,10 @@ reproduce-mnist-add: setup data
 	$(PY) -m pslbridge.experiments mnist-add --digits 1 --additions 3000 --splits 5 --out out/mnist-add
 	$(PY) -m pslbridge.experiments mnist-add --digits 2 --additions 150 --splits 5 --out out/mnist-add
 	$(PY) -m pslbridge.experiments mnist-add --digits 2 --additions 1500 --splits 5 --out out/mnist-add
+
+# >= 10,000 property-based examples (three tests x 3,500); `make test` runs a few hundred.
+fuzz: setup
+	PSLBRIDGE_FUZZ_EXAMPLES=3500 $(PY) -m pytest -q tests/test_fuzz.py
 
 reproduce-citation: setup
 	$(PY) -m pslbridge.experiments citation --datasets citeseer cora --splits 5 --out out/citation
