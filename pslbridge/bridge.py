@@ -466,6 +466,78 @@ class Bridge:
             exact,
         )
 
+    # -- diagnostics ------------------------------------------------------------------
+
+    def rules_table(self) -> pd.DataFrame:
+        """Each rule with its weight, ground-term count, Φ and violated constraints at the current state.
+
+        Example:
+            >>> bridge.infer(); bridge.rules_table()  # doctest: +SKIP
+                                   rule  weighted  weight  ground_terms  potential  violated
+        """
+        program = self.program
+        indexes = list(range(len(program.rules)))
+        potentials, violated = program._per_rule(indexes)
+        with guard("counting ground terms"):
+            counts = [int(program._term_store.count(r)) for r in program.rules]
+        rows = []
+        for i, rule in enumerate(program.rules):
+            weighted = bool(rule.isWeighted())
+            rows.append(
+                {
+                    "rule": str(rule),
+                    "weighted": weighted,
+                    "weight": float(rule.getWeight()) if weighted else float("inf"),
+                    "ground_terms": counts[i],
+                    "potential": float(potentials[i]) if weighted else 0.0,
+                    "violated": 0 if weighted else int(violated[i]),
+                }
+            )
+        return pd.DataFrame(rows)
+
+    def explain(self, predicate: str, *args: Any) -> pd.DataFrame:
+        """The ground terms touching one atom, their incompatibility and the pull they exert on it.
+
+        ``pull`` is ``-∂(weighted potential)/∂atom`` at the current values: positive terms push the
+        atom's value up, negative ones down; the MAP value balances them (within [0, 1] and the hard
+        constraints). Uses ADMM's per-atom term index (other reasoners scan every term).
+
+        Example:
+            >>> bridge.explain("Knows", "alice", "bob")  # doctest: +SKIP
+        """
+        program = self.program
+        index = program.atom_index(predicate, tuple(args))
+        if index < 0:
+            raise KeyError(f"{predicate}{tuple(map(str, args))} is not an atom of this program")
+        names = {v: k for k, v in program._atom_lookup.items()}
+        values = program._atom_store.getAtomValues()
+        rows = []
+        with guard("explaining an atom"):
+            for term_index, position in program.terms_of_atom(index):
+                term = program._term_store.get(term_index)
+                inner = float(term.computeInnerPotential(values))
+                coefficients = list(term.getCoefficients())
+                atoms = [names.get(int(a), f"<atom {int(a)}>") for a in term.getAtomIndexes()]
+                text = " + ".join(f"{c:g}*{a}" for c, a in zip(coefficients, atoms))
+                constraint = bool(term.isConstraint())
+                incompat = float(term.evaluateIncompatibility(values))
+                pull = 0.0 if constraint else -float(term.computeVariablePartial(position, inner))
+                rows.append(
+                    {
+                        "rule": str(term.getRule()),
+                        "term": f"{text} - {float(term.getConstant()):g}",
+                        "type": str(term.termType),
+                        "weight": float(term.getWeight()),
+                        "incompatibility": incompat,
+                        "pull": pull,
+                        "violated": bool(constraint and incompat > 0),
+                    }
+                )
+        frame = pd.DataFrame(rows, columns=["rule", "term", "type", "weight", "incompatibility", "pull", "violated"])
+        frame.attrs["atom"] = names[index]
+        frame.attrs["value"] = float(values[index])
+        return frame.sort_values("pull", key=abs, ascending=False, ignore_index=True)
+
     def _check_pushed(self) -> None:
         missing = [b.spec.name for k, b in self.program.neural.items() if k not in self._pushed]
         if missing:

@@ -585,27 +585,64 @@ class GroundProgram:
         One pass of the reasoner's own parallel objective per rule, with only that rule active at
         weight 1 (the engine's ``evaluateIncompatibility``; no per-term Python loop).
         """
+        return self._per_rule(rule_indexes)[0]
+
+    def rule_violations(self, rule_indexes: list[int]) -> np.ndarray:
+        """Violated ground constraints per (hard) rule at the current atom values."""
+        return self._per_rule(rule_indexes)[1]
+
+    def _per_rule(self, rule_indexes: list[int]) -> tuple[np.ndarray, np.ndarray]:
         rules = self._rules
-        weights = [float(rules[i].getWeight()) for i in rule_indexes]
+        weights = [float(rules[i].getWeight()) if bool(rules[i].isWeighted()) else None for i in rule_indexes]
         active = [bool(r.isActive()) for r in rules]
         out = np.zeros(len(rule_indexes), dtype=np.float64)
-        one = J.Float(1.0).floatValue()
+        violated = np.zeros(len(rule_indexes), dtype=np.int64)
+        one = 1.0
         try:
             with guard("computing rule potentials"):
                 for rule in rules:
                     rule.setActive(False)
                 for k, i in enumerate(rule_indexes):
                     rules[i].setActive(True)
-                    rules[i].setWeight(one)
-                    out[k] = _java.compute_objective(self._reasoner, self._term_store)[0]
+                    weighted = bool(rules[i].isWeighted())
+                    if weighted:
+                        rules[i].setWeight(one)
+                    out[k], violated[k] = _java.compute_objective(self._reasoner, self._term_store)
                     rules[i].setActive(False)
-                    rules[i].setWeight(J.Float(weights[k]).floatValue())
+                    if weighted:
+                        rules[i].setWeight(weights[k])
         finally:
             for rule, was in zip(rules, active):
                 rule.setActive(was)
             for k, i in enumerate(rule_indexes):
-                rules[i].setWeight(J.Float(weights[k]).floatValue())
-        return out
+                if bool(rules[i].isWeighted()):
+                    rules[i].setWeight(weights[k])
+        return out, violated
+
+    def atom_index(self, predicate: str, args: tuple[Any, ...]) -> int:
+        """The atom-store index of ``predicate(args)``, or -1 when the atom is not in the program."""
+        spec = self.spec.predicate(predicate)
+        if len(args) != spec.arity:
+            raise KeyError(f"{spec.name} takes {spec.arity} arguments, got {len(args)}: {args}")
+        key = self._keys(spec, np.asarray([list(map(str, args))], dtype=object))[0]
+        return self._atom_lookup.get(key, -1)
+
+    def terms_of_atom(self, atom_index: int) -> list[tuple[int, int]]:
+        """``(term index, position in the term)`` of every ground term that contains the atom."""
+        store = self._term_store
+        if self.reasoner_name == "admm":
+            with guard("looking up the terms of an atom"):
+                records = store.getLocalRecords(int(atom_index))
+                if records is None:
+                    return []
+                return [(int(r.termIndex), int(r.variableIndex)) for r in records]
+        found = []
+        with guard("scanning the terms of an atom"):
+            for t in range(int(store.size())):
+                indexes = list(store.get(t).getAtomIndexes())
+                if atom_index in indexes:
+                    found.append((t, indexes.index(atom_index)))
+        return found
 
     def energy_gradient(self, full: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
         """∂energy/∂atom at the current values: (deep-atom gradient, random-variable gradient or None).

@@ -16,8 +16,37 @@ pytestmark = pytest.mark.usefixtures("jvm_started")
 EXAMPLES = int(os.environ.get("PSLBRIDGE_FUZZ_EXAMPLES", "150"))
 
 ATOMS = ["A(X)", "A(Y)", "B(X, Y)", "B(Y, X)", "C(X)", "C(Y)", "B(X, 'k')", "A(+X)", "Nope(X)", "A(X, Y)", "B(X)"]
-TOKENS = [*ATOMS, "&", "|", "->", "<-", "!", "~", "+", "-", "*", "2", "0.5", "=", "<=", ">=", "(", ")", "{X: C(X)}",
-          "^2", "^1", ".", ":", "1.0:", "3:", "/", "|X|", "@Max[", "]", ","]
+TOKENS = [
+    *ATOMS,
+    "&",
+    "|",
+    "->",
+    "<-",
+    "!",
+    "~",
+    "+",
+    "-",
+    "*",
+    "2",
+    "0.5",
+    "=",
+    "<=",
+    ">=",
+    "(",
+    ")",
+    "{X: C(X)}",
+    "^2",
+    "^1",
+    ".",
+    ":",
+    "1.0:",
+    "3:",
+    "/",
+    "|X|",
+    "@Max[",
+    "]",
+    ",",
+]
 
 
 def _model(rule: str, rows_b: list[tuple[str, str, float]]) -> ModelSpec:
@@ -38,8 +67,11 @@ def _check(rule: str, rows_b: list[tuple[str, str, float]]) -> None:
         assert "Exception:" not in str(exc).splitlines()[0] or "PSL failed" in str(exc)
 
 
-ROWS = st.lists(st.tuples(st.sampled_from(["x", "y", "k"]), st.sampled_from(["x", "y", "k"]),
-                          st.floats(0, 1)), max_size=4, unique_by=lambda r: (r[0], r[1]))
+ROWS = st.lists(
+    st.tuples(st.sampled_from(["x", "y", "k"]), st.sampled_from(["x", "y", "k"]), st.floats(0, 1)),
+    max_size=4,
+    unique_by=lambda r: (r[0], r[1]),
+)
 
 
 @settings(max_examples=EXAMPLES, deadline=10_000, suppress_health_check=list(HealthCheck))
@@ -49,20 +81,30 @@ def test_random_token_rules_never_leak_java_exceptions(tokens, rows):
 
 
 @settings(max_examples=EXAMPLES, deadline=10_000, suppress_health_check=list(HealthCheck))
-@given(weight=st.sampled_from(["", "1.0: ", "0: ", "-1: ", "x: "]), body=st.lists(st.sampled_from(ATOMS), min_size=1,
-       max_size=3), head=st.sampled_from(ATOMS), arrow=st.sampled_from(["->", "<-", ">>", "="]),
-       tail=st.sampled_from(["", " ^2", " .", " ^3", " ^2 ."]), rows=ROWS)
+@given(
+    weight=st.sampled_from(["", "1.0: ", "0: ", "-1: ", "x: "]),
+    body=st.lists(st.sampled_from(ATOMS), min_size=1, max_size=3),
+    head=st.sampled_from(ATOMS),
+    arrow=st.sampled_from(["->", "<-", ">>", "="]),
+    tail=st.sampled_from(["", " ^2", " .", " ^3", " ^2 ."]),
+    rows=ROWS,
+)
 def test_rule_shaped_texts_never_leak_java_exceptions(weight, body, head, arrow, tail, rows):
     _check(f"{weight}{' & '.join(body)} {arrow} {head}{tail}", rows)
 
 
 @settings(max_examples=EXAMPLES // 3, deadline=10_000, suppress_health_check=list(HealthCheck))
-@given(rows=st.lists(st.lists(st.one_of(st.text(max_size=3), st.floats(allow_nan=True), st.integers()),
-                              min_size=0, max_size=4), max_size=4))
+@given(
+    rows=st.lists(
+        st.lists(st.one_of(st.text(max_size=3), st.floats(allow_nan=True), st.integers()), min_size=0, max_size=4),
+        max_size=4,
+    )
+)
 def test_random_data_rows_give_a_result_or_a_typed_error(rows):
     try:
-        spec = ModelSpec.from_python(rules=["1: A(X) -> C(X) ^2"], predicates={"A": 1, "C": 1},
-                                     observations={"A": rows}, targets={"C": [("x",)]})
+        spec = ModelSpec.from_python(
+            rules=["1: A(X) -> C(X) ^2"], predicates={"A": 1, "C": 1}, observations={"A": rows}, targets={"C": [("x",)]}
+        )
         with Bridge(spec) as bridge:
             bridge.infer()
     except PslBridgeError as exc:

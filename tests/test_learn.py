@@ -264,3 +264,23 @@ def test_neural_atoms_in_hard_constraints_are_flagged(caplog):
         assert any("contain neural atoms" in r.getMessage() for r in caplog.records)
         # max(0, N - Label)^2: class 0 is satisfied (0.3 <= 1), class 1 pulls with 2 * 0.7.
         np.testing.assert_allclose(result.neural_gradients["Neural"], [[0.0, 1.4]], atol=1e-5)
+
+
+def test_rules_table_and_explain():
+    with Bridge(SA) as bridge:
+        bridge.infer()
+        table = bridge.rules_table()
+        assert len(table) == 6 and table["weighted"].sum() == 5
+        assert table["ground_terms"].sum() == bridge.term_count
+        weighted = table[table.weighted]
+        # Σ w Φ over the rules is the objective at the MAP state.
+        assert float((weighted.weight * weighted.potential).sum()) == pytest.approx(bridge.objective()[0], rel=1e-4)
+        assert table[~table.weighted]["violated"].sum() == 0
+        atom = bridge.atoms("Knows").iloc[0]
+        why = bridge.explain("Knows", atom.arg0, atom.arg1)
+        assert len(why) > 0 and why.attrs["atom"].startswith("KNOWS(")
+        assert set(why.columns) >= {"rule", "term", "incompatibility", "pull"}
+        # At an interior MAP value the soft pulls balance (up to the symmetry constraint's multiplier).
+        assert np.isfinite(why["pull"]).all()
+        with pytest.raises(KeyError, match="not an atom"):
+            bridge.explain("Knows", "nobody", "else")
