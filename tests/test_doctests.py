@@ -19,6 +19,7 @@ MODULES = [
     "pslbridge.training",
     "pslbridge.datasets.planetoid",
     "pslbridge.experiments.citation",
+    "pslbridge.experiments.reporting",
     "pslbridge.benchmarks.resident",
 ]
 

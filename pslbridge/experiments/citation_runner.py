@@ -18,7 +18,6 @@ Example:
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import statistics
 import subprocess
@@ -35,6 +34,7 @@ from ..datasets.planetoid import Graph, Split, load_planetoid, make_split, propa
 from ..learning import WeightOptimizer
 from ..training import NeuralBinding, Trainer, set_seed
 from .citation import citation_spec, dense_classifier, normalise_rows
+from .reporting import append_csv, mean_std, read_groups
 
 __all__ = ["PAPER", "CitationSetting", "main", "node_predictions", "run_dataset"]
 
@@ -288,39 +288,26 @@ def run_dataset(
             row = {"dataset": name, "split": split_id, **asdict(setting), **result}
             rows.append(row)
             print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
-            _append(out / "results.csv", row)
+            append_csv(out / "results.csv", row, _FIELDS)
     return rows
 
 
-def _append(path: Path, row: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fields = [
-        "dataset",
-        "split",
-        "method",
-        "test_acc",
-        "val_acc",
-        "learn_s",
-        "infer_warm_s",
-        "infer_cold_s",
-        "rule_weights",
-        *CitationSetting.__dataclass_fields__,
-    ]
-    new = not path.is_file()
-    with open(path, "a", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=fields, extrasaction="ignore")
-        if new:
-            writer.writeheader()
-        writer.writerow(row)
+_FIELDS = [
+    "dataset",
+    "split",
+    "method",
+    "test_acc",
+    "val_acc",
+    "learn_s",
+    "infer_warm_s",
+    "infer_cold_s",
+    "rule_weights",
+    *CitationSetting.__dataclass_fields__,
+]
 
 
 def write_table(out: Path) -> str:
     """Summarise ``results.csv`` into ``results.md``."""
-    with open(out / "results.csv") as handle:
-        rows = list(csv.DictReader(handle))
-    groups: dict[tuple[str, str], list[dict[str, str]]] = {}
-    for row in rows:
-        groups.setdefault((row["dataset"], row["method"]), []).append(row)
     lines = [
         "# Citation results (test accuracy %, mean ± std over splits)",
         "",
@@ -332,14 +319,13 @@ def write_table(out: Path) -> str:
         values = [float(r[key]) for r in group if r.get(key) not in (None, "")]
         return f"{statistics.mean(values):.3f}" if values else "–"
 
-    for (dataset, method), group in sorted(groups.items()):
-        acc = [float(r["test_acc"]) for r in group]
-        std = statistics.stdev(acc) if len(acc) > 1 else 0.0
+    for (dataset, method), group in read_groups(out / "results.csv", ["dataset", "method"]).items():
         paper = PAPER.get((dataset, method))
         paper_text = "" if paper is None else (f"{paper[0]:.2f}" + (f" ± {paper[1]:.2f}" if paper[1] else ""))
         lines.append(
-            f"| {dataset} | {method} | {len(group)} | {statistics.mean(acc):.2f} ± {std:.2f} | {paper_text} | "
-            f"{mean_of(group, 'learn_s')} | {mean_of(group, 'infer_warm_s')} | {mean_of(group, 'infer_cold_s')} |"
+            f"| {dataset} | {method} | {len(group)} | {mean_std([float(r['test_acc']) for r in group])} | "
+            f"{paper_text} | {mean_of(group, 'learn_s')} | {mean_of(group, 'infer_warm_s')} | "
+            f"{mean_of(group, 'infer_cold_s')} |"
         )
     text = "\n".join(lines) + "\n"
     (out / "results.md").write_text(text)

@@ -84,42 +84,77 @@ def add1_spec(
         3
     """
     pairs_arr = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
-    images = list(dict.fromkeys(pairs_arr.ravel().tolist()))
+    return _addition_program(
+        ADD1_RULES,
+        pairs_arr,
+        sums,
+        "ImageSum",
+        "ImageSumBlock",
+        19,
+        latent={},
+        helpers={},
+        phase=phase,
+        options=options,
+    )
+
+
+def _addition_program(
+    rules: Path,
+    groups: np.ndarray,
+    sums: Sequence[int | None] | None,
+    sum_name: str,
+    block_name: str,
+    n_sums: int,
+    *,
+    latent: dict[str, list[tuple[int, ...]]],
+    helpers: dict[str, list[tuple[int, ...]]],
+    phase: str,
+    options: dict[str, str] | None,
+) -> ModelSpec:
+    """The program shared by Add1 and Add2: neural digits, blocked sums (one-hot truth), helper relations."""
+    images = list(dict.fromkeys(groups.ravel().tolist()))
+    width = groups.shape[1]
     ints = ["UniqueIntID"]
     preds = {
         "Neural": PredicateSpec("Neural", 2, ints * 2, neural=NeuralSpec(10, [0])),
-        "ImageSum": PredicateSpec("ImageSum", 3, ints * 3),
-        "ImageSumBlock": PredicateSpec("ImageSumBlock", 2, ints * 2),
-        "DigitSum": PredicateSpec("DigitSum", 3, ints * 3),
-        "PossibleDigits": PredicateSpec("PossibleDigits", 2, ints * 2),
+        sum_name: PredicateSpec(sum_name, width + 1, ints * (width + 1)),
+        block_name: PredicateSpec(block_name, width, ints * width),
+        **{name: PredicateSpec(name, len(rows[0]), ints * len(rows[0])) for name, rows in latent.items()},
+        **{
+            name: PredicateSpec(name, len(rows[0]), ints * len(rows[0]))
+            for name, rows in {"DigitSum": digit_sum_rows(), "PossibleDigits": possible_digit_rows(), **helpers}.items()
+        },
     }
-    neural_targets = [(img, d) for img in images for d in range(10)]
-    targets = [(a, b, z) for a, b in pairs_arr.tolist() for z in range(19)]
     truth = None
     if sums is not None:
-        sums_arr = np.asarray(sums, dtype=np.int64)
         truth = {
-            "ImageSum": [
-                (a, b, z, 1.0 if z == s else 0.0)
-                for (a, b), s in zip(pairs_arr.tolist(), sums_arr.tolist())
-                for z in range(19)
+            sum_name: [
+                (*g, z, 1.0 if z == s else 0.0)
+                for g, s in zip(groups.tolist(), sums)
+                if s is not None
+                for z in range(n_sums)
             ]
         }
     spec = ModelSpec.from_python(
-        rules=ADD1_RULES.read_text(),
+        rules=rules.read_text(),
         predicates=preds,
         observations={
-            "ImageSumBlock": [tuple(p) for p in pairs_arr.tolist()],
+            block_name: [tuple(g) for g in groups.tolist()],
             "DigitSum": digit_sum_rows(),
             "PossibleDigits": possible_digit_rows(),
+            **helpers,
         },
-        targets={"Neural": neural_targets, "ImageSum": targets},
+        targets={
+            "Neural": [(img, d) for img in images for d in range(10)],
+            sum_name: [(*g, z) for g in groups.tolist() for z in range(n_sums)],
+            **latent,
+        },
         truth=truth,
         options=options,
     )
-    spec.rules = read_rules_file(ADD1_RULES)
+    spec.rules = read_rules_file(rules)
     spec.phase = phase
-    spec.source = str(ADD1_RULES)
+    spec.source = str(rules)
     return spec
 
 
@@ -173,52 +208,20 @@ def add2_spec(
         (199, 38)
     """
     quads_arr = np.asarray(quads, dtype=np.int64).reshape(-1, 4)
-    images = list(dict.fromkeys(quads_arr.ravel().tolist()))
-    ints = ["UniqueIntID"]
-    helpers = place_rows()
-    preds = {
-        "Neural": PredicateSpec("Neural", 2, ints * 2, neural=NeuralSpec(10, [0])),
-        "Sum": PredicateSpec("Sum", 5, ints * 5),
-        "ImageDigitSum": PredicateSpec("ImageDigitSum", 3, ints * 3),
-        "SumBlock": PredicateSpec("SumBlock", 4, ints * 4),
-        "DigitSum": PredicateSpec("DigitSum", 3, ints * 3),
-        "PossibleDigits": PredicateSpec("PossibleDigits", 2, ints * 2),
-        **{name: PredicateSpec(name, len(rows[0]), ints * len(rows[0])) for name, rows in helpers.items()},
-    }
-    pairs = list(
-        dict.fromkeys([(a, c) for a, _, c, _ in quads_arr.tolist()] + [(b, d) for _, b, _, d in quads_arr.tolist()])
-    )
-    truth = None
-    if sums is not None:
-        truth = {
-            "Sum": [
-                (*q, z, 1.0 if z == s else 0.0)
-                for q, s in zip(quads_arr.tolist(), sums)
-                if s is not None
-                for z in range(199)
-            ]
-        }
-    spec = ModelSpec.from_python(
-        rules=ADD2_RULES.read_text(),
-        predicates=preds,
-        observations={
-            "SumBlock": [tuple(q) for q in quads_arr.tolist()],
-            "DigitSum": digit_sum_rows(),
-            "PossibleDigits": possible_digit_rows(),
-            **helpers,
-        },
-        targets={
-            "Neural": [(img, d) for img in images for d in range(10)],
-            "Sum": [(*q, z) for q in quads_arr.tolist() for z in range(199)],
-            "ImageDigitSum": [(a, b, z) for a, b in pairs for z in range(19)],
-        },
-        truth=truth,
+    places = [(a, c) for a, _, c, _ in quads_arr.tolist()] + [(b, d) for _, b, _, d in quads_arr.tolist()]
+    latent = {"ImageDigitSum": [(a, b, z) for a, b in dict.fromkeys(places) for z in range(19)]}
+    return _addition_program(
+        ADD2_RULES,
+        quads_arr,
+        sums,
+        "Sum",
+        "SumBlock",
+        199,
+        latent=latent,
+        helpers=place_rows(),
+        phase=phase,
         options=options,
     )
-    spec.rules = read_rules_file(ADD2_RULES)
-    spec.phase = phase
-    spec.source = str(ADD2_RULES)
-    return spec
 
 
 # --- data sets (paper appendix "Dataset Details") ---------------------------------------------
@@ -335,7 +338,7 @@ def addition_spec(
 # --- networks (paper's neural architecture table) ----------------------------------------------
 
 
-def lenet(classes: int = 10, learning_rate: float = 1e-3) -> Any:
+def lenet(classes: int = 10, learning_rate: float = 1e-3, input_shape: tuple[int, ...] = (28, 28, 1)) -> Any:
     """The paper's LeNet-style CNN, compiled with Adam.
 
     conv 6@5x5, maxpool, ReLU, conv 16@5x5, maxpool, ReLU, dense 120, dense 84, dense ``classes`` softmax.
@@ -348,7 +351,7 @@ def lenet(classes: int = 10, learning_rate: float = 1e-3) -> Any:
 
     model = keras.Sequential(
         [
-            keras.Input(shape=(28, 28, 1)),
+            keras.Input(shape=input_shape),
             keras.layers.Conv2D(6, 5),
             keras.layers.MaxPooling2D(2),
             keras.layers.ReLU(),

@@ -18,10 +18,8 @@ Example:
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import logging
-import statistics
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -33,6 +31,7 @@ from ..bridge import Bridge
 from ..datasets.mnist import load_mnist
 from ..training import NeuralBinding, Trainer, set_seed
 from .mnist_add import AdditionSet, addition_spec, lenet, make_additions, prepare_images
+from .reporting import append_csv, mean_std, read_groups
 
 __all__ = ["PAPER", "Setting", "main", "run_setting", "sum_predictions"]
 
@@ -182,21 +181,7 @@ def _cnn_baseline(setting: Setting, split: int, seed: int, data: tuple, mnist: t
         return np.concatenate(list(np.moveaxis(picked, 1, 0)), axis=2)  # side by side: (n, 28, 28·2d, 1)
 
     x_tr, x_va, x_te = stack(x_train, train), stack(x_test, val), stack(x_test, test)
-    model = keras.Sequential(
-        [
-            keras.Input(shape=x_tr.shape[1:]),
-            keras.layers.Conv2D(6, 5),
-            keras.layers.MaxPooling2D(2),
-            keras.layers.ReLU(),
-            keras.layers.Conv2D(16, 5),
-            keras.layers.MaxPooling2D(2),
-            keras.layers.ReLU(),
-            keras.layers.Flatten(),
-            keras.layers.Dense(120, activation="relu"),
-            keras.layers.Dense(84, activation="relu"),
-            keras.layers.Dense(classes, activation="softmax"),
-        ]
-    )
+    model = lenet(classes, setting.learning_rate, input_shape=x_tr.shape[1:])  # the same CNN, wider input
     model.compile(
         optimizer=keras.optimizers.Adam(setting.learning_rate),
         loss="sparse_categorical_crossentropy",
@@ -242,42 +227,25 @@ def run_setting(setting: Setting, splits: int, seed: int, out: Path, baseline: b
             row = {"setting": setting.name, "split": split, **asdict(setting), **result}
             rows.append(row)
             print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
-            _append_csv(out / "results.csv", row)
+            append_csv(out / "results.csv", row, _FIELDS)
     _plot(histories, out / f"curves-{setting.name}.png", setting.name)
     return rows
 
 
-def _append_csv(path: Path, row: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fields = [
-        "setting",
-        "split",
-        "method",
-        "sum_acc",
-        "digit_acc",
-        "best_epoch",
-        "build_s",
-        "learn_s",
-        "step_s",
-        "psl_step_s",
-        "infer_s",
-        "digits",
-        "additions",
-        "overlap",
-        "test_additions",
-        "val_additions",
-        "epochs",
-        "steps_per_epoch",
-        "admm_iterations",
-        "learning_rate",
-        "baseline_epochs",
-    ]
-    new = not path.is_file()
-    with open(path, "a", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=fields, extrasaction="ignore")
-        if new:
-            writer.writeheader()
-        writer.writerow(row)
+_FIELDS = [
+    "setting",
+    "split",
+    "method",
+    "sum_acc",
+    "digit_acc",
+    "best_epoch",
+    "build_s",
+    "learn_s",
+    "step_s",
+    "psl_step_s",
+    "infer_s",
+    *Setting.__dataclass_fields__,
+]
 
 
 def _plot(histories: list[dict[str, list[float]]], path: Path, title: str) -> None:
@@ -302,11 +270,6 @@ def _plot(histories: list[dict[str, list[float]]], path: Path, title: str) -> No
 
 def write_table(out: Path) -> str:
     """Summarise ``results.csv`` into ``results.md`` (mean ± std per setting and method)."""
-    with open(out / "results.csv") as handle:
-        rows = list(csv.DictReader(handle))
-    groups: dict[tuple[str, str], list[dict[str, str]]] = {}
-    for row in rows:
-        groups.setdefault((row["setting"], row["method"]), []).append(row)
     lines = [
         "# MNIST-Addition results (test accuracy %, mean ± std over splits)",
         "",
@@ -314,15 +277,7 @@ def write_table(out: Path) -> str:
         "| inference s |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
-
-    def stat(values: list[float]) -> str:
-        values = [v for v in values if not np.isnan(v)]
-        if not values:
-            return "–"
-        std = statistics.stdev(values) if len(values) > 1 else 0.0
-        return f"{statistics.mean(values):.2f} ± {std:.2f}"
-
-    for (setting, method), group in sorted(groups.items()):
+    for (setting, method), group in read_groups(out / "results.csv", ["setting", "method"]).items():
         digits, additions = int(group[0]["digits"]), int(group[0]["additions"])
         paper = PAPER.get((digits, additions)) if int(group[0]["overlap"] or 0) == 0 else None
         paper_text = f"{paper[0]:.2f} ± {paper[1]:.2f}" if (paper and method == "NeuPSL") else ""
@@ -330,11 +285,11 @@ def write_table(out: Path) -> str:
             k: [float(r[k]) if r.get(k) not in (None, "") else float("nan") for r in group]
             for k in ("sum_acc", "digit_acc", "learn_s", "step_s", "infer_s")
         }
-        mean = {k: (np.nanmean(v) if not all(np.isnan(v)) else float("nan")) for k, v in floats.items()}
+        means = {k: (float(np.nanmean(v)) if not all(np.isnan(v)) else float("nan")) for k, v in floats.items()}
         lines.append(
-            f"| {setting} | {method} | {len(group)} | {stat(floats['sum_acc'])} | "
-            f"{stat(floats['digit_acc'])} | {paper_text} | {mean['learn_s']:.0f} | "
-            f"{mean['step_s']:.3f} | {mean['infer_s']:.3f} |"
+            f"| {setting} | {method} | {len(group)} | {mean_std(floats['sum_acc'])} | "
+            f"{mean_std(floats['digit_acc'])} | {paper_text} | {means['learn_s']:.0f} | "
+            f"{means['step_s']:.3f} | {means['infer_s']:.3f} |"
         )
     text = "\n".join(lines) + "\n"
     (out / "results.md").write_text(text)
