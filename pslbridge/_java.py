@@ -143,7 +143,13 @@ def _antlr_position(chain: list[Any]) -> tuple[int, int, str] | None:
 
 
 def translate(
-    exc: BaseException, context: str, *, rule: str | None = None, path: str | None = None, line: int | None = None
+    exc: BaseException,
+    context: str,
+    *,
+    rule: str | None = None,
+    path: str | None = None,
+    line: int | None = None,
+    parser_message: str | None = None,
 ) -> PslBridgeError:
     """Turn a Java exception into the matching pslbridge error (most specific first).
 
@@ -153,6 +159,7 @@ def translate(
         rule: The rule text being compiled, if any.
         path: The file the rule or data came from, if any.
         line: The line in ``path``, if known.
+        parser_message: What the parser printed (ANTLR's console listener), if anything.
 
     Returns:
         A :class:`~pslbridge.errors.PslBridgeError` to raise ``from exc``.
@@ -191,6 +198,10 @@ def translate(
                 rline, col, text = position
                 where = f"at line {rline}, column {col + 1}" if rline > 1 else f"at column {col + 1}"
                 detail = f"syntax error {where} near {text!r}"
+                if parser_message:
+                    detail += f" ({parser_message})"
+                if text == "<EOF>":
+                    detail += " (the rule ended early: a soft rule starts with 'weight:', a hard one ends with '.')"
                 marker = "\n    " + rule.splitlines()[rline - 1 if rline >= 1 else 0] + "\n    " + " " * col + "^"
             else:
                 detail, marker = "syntax error", ""
@@ -230,14 +241,78 @@ def guard(context: str, *, rule: str | None = None, path: str | None = None, lin
         >>> with guard("inference"):  # doctest: +SKIP
         ...     app.inference(False, False)
     """
+    # Worker threads that die (e.g. of OutOfMemoryError) print their trace to System.err: keep it off the
+    # user's terminal (discarded without allocating: the heap may be exhausted; the error carries the cause).
+    with capture_stderr(keep=False):
+        try:
+            yield
+        except PslBridgeError:
+            raise
+        except Exception as exc:
+            if is_java_exception(exc):
+                raise translate(exc, context, rule=rule, path=path, line=line) from exc
+            if isinstance(exc, RuntimeError) and "Fatal error" in str(exc):
+                # JPype could not even build the Java exception: in practice the heap ran out.
+                raise EngineMemoryError(
+                    f"the JVM failed during {context} ({exc}); this happens when the Java heap is exhausted: "
+                    "raise it with pslbridge.jvm.configure(max_heap='8g') or PSLBRIDGE_HEAP=8g",
+                    java_class="java.lang.OutOfMemoryError",
+                ) from exc
+            raise
+
+
+def compile_rule(text: str, path: str | None = None, line: int | None = None) -> Any:
+    """Compile one rule with PSL's parser; errors become :class:`ModelFileError` with the position.
+
+    ANTLR's console listener prints the parser's own diagnosis to ``System.err``; it is captured
+    (never shown raw) and folded into the message.
+
+    Example:
+        >>> compile_rule("1: A(X) -> B(X) ^2")  # doctest: +SKIP
+    """
+    with capture_stderr() as printed:
+        try:
+            return J.ModelLoader.loadRule(text)
+        except Exception as exc:
+            if not is_java_exception(exc):
+                raise
+            failure = exc
+    import re
+
+    message = re.sub(r"^line \d+:\d+ ", "", " ".join(printed)) if printed else None
+    raise translate(failure, "compiling a rule", rule=text, path=path, line=line, parser_message=message) from failure
+
+
+@contextlib.contextmanager
+def capture_stderr(keep: bool = True) -> Iterator[list[str]]:
+    """Capture what Java code writes to ``System.err`` inside the block.
+
+    ANTLR's console listener prints parse errors there; the text is appended to the yielded list.
+
+    Example:
+        >>> with capture_stderr() as err:  # doctest: +SKIP
+        ...     J.ModelLoader.loadRule(text)
+    """
+    import jpype
+
+    buffer = (
+        jpype.JClass("java.io.ByteArrayOutputStream")()
+        if keep
+        else jpype.JClass("java.io.OutputStream").nullOutputStream()
+    )
+    stream = jpype.JClass("java.io.PrintStream")(buffer, True)
+    original = J.System.err
+    J.System.setErr(stream)
+    captured: list[str] = []
     try:
-        yield
-    except PslBridgeError:
-        raise
-    except Exception as exc:
-        if is_java_exception(exc):
-            raise translate(exc, context, rule=rule, path=path, line=line) from exc
-        raise
+        yield captured
+    finally:
+        J.System.setErr(original)
+        if keep:
+            stream.flush()
+            text = str(buffer.toString()).strip()
+            if text:
+                captured.append(text)
 
 
 # --- PSL set-up ----------------------------------------------------------------------

@@ -207,11 +207,19 @@ class GroundProgram:
         rules = []
         for rule in self.spec.rules:
             self._precheck_rule(rule)
-            with guard("compiling a rule", rule=rule.text, path=rule.path, line=rule.line):
-                rules.append(J.ModelLoader.loadRule(rule.text))
+            rules.append(_java.compile_rule(rule.text, rule.path, rule.line))
         return rules
 
     def _precheck_rule(self, rule: RuleSpec) -> None:
+        weight = re.match(r"\s*(-\s*[0-9.][0-9.eE+-]*)\s*:", rule.text)
+        if weight:
+            raise ModelFileError(
+                f"negative weight {weight.group(1)} in rule {rule.text!r}: weights must be >= 0 "
+                "(PSL would accept it and lose convexity)",
+                path=rule.path,
+                line=rule.line,
+                rule=rule.text,
+            )
         text = re.sub(r"'[^']*'|\"[^\"]*\"", "''", rule.text)
         for match in _ATOM_RE.finditer(text):
             name = match.group(1)

@@ -253,3 +253,116 @@ def test_engine_error_keeps_java_class_and_trace():
     assert "at org.linqs.psl" in info.value.java_trace
     assert isinstance(info.value.__cause__, Exception)  # the Java exception stays reachable
     _still_usable()
+
+
+# --- rule syntax of every kind, from a .psl file (path, line, position in the message) ---------------
+
+RULE_CASES = [
+    ("logical", "1: A(X) & -> C(X) ^2", r"syntax error at column 11 near '->'"),
+    ("arithmetic", "1: A(X) + * C(X) = 1 ^2", r"near '\*'"),
+    ("summation", "1: A(+X) + >= 1 ^2", r"near '>='"),
+    ("selection clause", "1: A(+X) >= 1 ^2 {X: }", r"near '}'"),
+    ("missing weight or period", "A(X) -> C(X)", r"ended early: a soft rule starts with 'weight:'"),
+    ("bad exponent", "1: A(X) -> C(X) ^3", r"near '\^'"),
+    ("unbalanced parenthesis", "1: A(X -> C(X) ^2", r"near '->'"),
+    ("negative weight", "-1: A(X) -> C(X) ^2", r"negative weight -1"),
+    ("missing head", "1: A(X) -> ^2", r"near '\^2'"),
+    ("unsafe variable", "1: A(X) -> C(Y) ^2", r"Any variable used in a negated"),
+    ("unknown filter variable", "1: A(+X) >= 1 ^2 {Y: C(Y)}", r"Unknown variable \(Y\)"),
+]
+
+
+@pytest.mark.parametrize(("kind", "rule", "match"), RULE_CASES, ids=[c[0] for c in RULE_CASES])
+def test_malformed_rules_of_every_kind(tmp_path, kind, rule, match):
+    (tmp_path / "m.psl").write_text(f"# model\n1: A(X) -> C(X) ^2\n{rule}\n")
+    (tmp_path / "a.txt").write_text("x\n")
+    (tmp_path / "c.txt").write_text("x\n")
+    (tmp_path / "m.data").write_text(
+        "predicates:\n  A/1: closed\n  C/1: open\nobservations:\n  A: a.txt\ntargets:\n  C: c.txt\n"
+    )
+    with pytest.raises(ModelFileError, match=match) as info:
+        Bridge(tmp_path / "m.psl", tmp_path / "m.data")
+    assert info.value.path == str(tmp_path / "m.psl") and info.value.line == 3
+    assert info.value.rule == rule and rule in str(info.value)
+
+
+def test_integer_id_column_with_text(tmp_path):
+    spec_rows = {"A": [("x",)]}
+    with pytest.raises(ModelFileError, match="argument 1 of A must be an integer"):
+        ModelSpec.from_python(
+            rules=["1: A(X) -> C(X) ^2"],
+            predicates={"A": ["UniqueIntID"], "C": ["UniqueIntID"]},
+            observations=spec_rows,
+            targets={"C": [("1",)]},
+        )
+
+
+def test_empty_argument_in_data_file(tmp_path):
+    (tmp_path / "m.psl").write_text("1: B(X, Y, Z) -> C(X) ^2\n")
+    (tmp_path / "b.txt").write_text("x\ty\tz\nx\t\tz\n")  # PSL trims lines, so only an inner field can be empty
+    (tmp_path / "m.data").write_text("predicates:\n  B/3: closed\n  C/1: open\nobservations:\n  B: b.txt\n")
+    with pytest.raises(ModelFileError, match="argument 2 of B is empty") as info:
+        Bridge(tmp_path / "m.psl", tmp_path / "m.data")
+    assert info.value.line == 2
+
+
+def test_data_path_is_a_directory(tmp_path):
+    (tmp_path / "m.psl").write_text("1: A(X) -> C(X) ^2\n")
+    (tmp_path / "a.txt").mkdir()
+    (tmp_path / "m.data").write_text("predicates:\n  A/1: closed\n  C/1: open\nobservations:\n  A: a.txt\n")
+    with pytest.raises(ModelFileError, match="data file not found"):
+        Bridge(tmp_path / "m.psl", tmp_path / "m.data")
+
+
+def test_invalid_json_reports_line(tmp_path):
+    path = tmp_path / "m.json"
+    path.write_text('{\n  "rules": ["1: A(X) -> C(X) ^2"],\n  "predicates": {,}\n}\n')
+    with pytest.raises(ModelFileError, match="invalid JSON") as info:
+        Bridge(path)
+    assert info.value.line == 3
+
+
+def test_invalid_yaml_reports_line(tmp_path):
+    path = tmp_path / "m.yaml"
+    path.write_text("rules:\n  - '1: A(X) -> C(X) ^2'\npredicates: [unclosed\n")
+    with pytest.raises(ModelFileError, match="invalid YAML") as info:
+        Bridge(path)
+    assert info.value.line is not None
+
+
+def test_predicate_without_arity(tmp_path):
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps({"rules": ["1: A(X) -> C(X) ^2"], "predicates": {"A": {}, "C/1": {}}}))
+    with pytest.raises(ModelFileError, match="bad or missing arity on predicate A"):
+        Bridge(path)
+
+
+def test_entity_data_map_missing_entities(tmp_path):
+    import shutil
+
+    src = MODELS / "mnist-addition" / "neupsl-style"
+    shutil.copytree(src, tmp_path / "m")
+    path = tmp_path / "m" / "data" / "entity-data-map.txt"
+    path.write_text("\n".join(path.read_text().splitlines()[:8]) + "\n")  # images 8 and 9 are gone
+    with pytest.raises(ModelFileError, match="entities missing from its entity-data map"):
+        Bridge(tmp_path / "m" / "mnist-add1.json", phase="infer")
+    (tmp_path / "m" / "data" / "entity-data-map.txt").unlink()
+    with pytest.raises(ModelFileError, match="entity-data map of NeuralClassifier not found"):
+        Bridge(tmp_path / "m" / "mnist-add1.json", phase="infer")
+    _still_usable()
+
+
+def test_tensor_that_cannot_reach_host_memory(add1):
+    class DeviceTensor:
+        device = "/device:GPU:7"
+
+        def numpy(self):
+            raise RuntimeError("device memory is not accessible")
+
+    with pytest.raises(NeuralInputError, match="GPU:7.*move it to the CPU"):
+        add1.infer({"Neural": DeviceTensor()})
+
+
+def test_unknown_reasoner():
+    with pytest.raises(ModelFileError, match="unknown reasoner 'gurobi'"):
+        Bridge(SA / "simple-acquaintances.json", reasoner="gurobi")

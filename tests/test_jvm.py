@@ -162,3 +162,26 @@ def test_no_raw_java_output_on_stderr():
     """)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.strip() == "", proc.stderr
+
+
+def test_heap_too_small_is_a_typed_error_and_the_process_survives():
+    """With a 64 MB heap, grounding 1,500 additions runs out of memory. The JVM runs with a GC-overhead
+    limit, so this fails in seconds instead of thrashing; the process then builds and solves a small model."""
+    proc = run_python(
+        """
+        import numpy as np
+        from pslbridge import jvm, Bridge, EngineMemoryError
+        from pslbridge.experiments.mnist_add import add1_spec
+        jvm.configure(max_heap="64m")
+        try:
+            Bridge(add1_spec([(2 * i, 2 * i + 1) for i in range(1500)]))
+            print("no error")
+        except EngineMemoryError as exc:
+            print("typed:", "max_heap" in str(exc))
+        with Bridge(add1_spec([(0, 1)])) as bridge:
+            print("usable:", bridge.infer({"Neural": np.full((2, 10), 0.1)}).violated_constraints)
+    """,
+        timeout=240,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "typed: True" in proc.stdout and "usable: 0" in proc.stdout
