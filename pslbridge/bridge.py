@@ -495,6 +495,29 @@ class Bridge:
             )
         return pd.DataFrame(rows)
 
+    def summary(self) -> dict[str, Any]:
+        """Sizes after grounding: atoms per predicate, terms, build timings, Java heap in use.
+
+        Example:
+            >>> bridge.summary()["atoms_per_predicate"]  # doctest: +SKIP
+            {'KNOWS': 56, 'LIKES': 17, 'LIVED': 11}
+        """
+        from . import _java
+
+        program = self.program
+        counts: dict[str, int] = {}
+        for key in program._atom_lookup:
+            name = key.split("(", 1)[0]
+            counts[name] = counts.get(name, 0) + 1
+        return {
+            "atoms": program.atom_count,
+            "random_variable_atoms": program.rv_count,
+            "terms": program.term_count,
+            "atoms_per_predicate": dict(sorted(counts.items())),
+            "build_seconds": dict(program.timings),
+            "java_heap_used_mb": _java.heap_used_bytes() / 2**20,
+        }
+
     def explain(self, predicate: str, *args: Any) -> pd.DataFrame:
         """The ground terms touching one atom, their incompatibility and the pull they exert on it.
 

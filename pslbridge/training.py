@@ -21,10 +21,14 @@ Example:
 from __future__ import annotations
 
 import logging
+import os
+import pickle
 import random
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -188,7 +192,88 @@ class Trainer:
             "psl_time": psl_time,
         }
 
-    def fit(self, epochs: int, *, callbacks: Sequence[Any] = (), verbose: int = 1) -> History:
+    # -- checkpoints ------------------------------------------------------------------
+
+    def save_checkpoint(self, path: str | Path, epoch: int, history: History) -> Path:
+        """Write a checkpoint atomically (temporary file, fsync, rename: never a half-written file).
+
+        It holds every bound network's weights and optimizer state, the rule weights, the weight
+        optimizer's step count, the epoch, Python's and numpy's RNG states, the metrics history and the
+        program's atom values (the warm start of the next solve).
+        """
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        state = {
+            "format": 1,
+            "epoch": epoch,
+            "history": {"history": history.history, "epoch": history.epoch},
+            "networks": [
+                {
+                    "predicate": b.predicate,
+                    "weights": b.model.get_weights(),
+                    "optimizer": [v.numpy() for v in b.optimizer.variables],
+                }
+                for b in self.bindings
+            ],
+            "rule_weights": self.bridge.rule_weights,
+            "weight_steps": None if self.weights is None else self.weights.steps_taken,
+            "python_rng": random.getstate(),
+            "numpy_rng": np.random.get_state(),
+            "atom_values": self.bridge.program.atom_values(self.bridge.program.rv_count),
+        }
+        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                pickle.dump(state, handle, protocol=pickle.HIGHEST_PROTOCOL)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        for stale in path.parent.glob(path.name + ".*.tmp"):  # left by a process killed while writing
+            stale.unlink(missing_ok=True)
+        return path
+
+    def load_checkpoint(self, path: str | Path) -> tuple[int, History]:
+        """Restore a checkpoint written by :meth:`save_checkpoint`; returns (epoch, history).
+
+        Raises:
+            ConfigurationError: The checkpoint does not match the bound networks or the program.
+        """
+        with open(path, "rb") as handle:
+            state = pickle.load(handle)  # noqa: S301 - our own checkpoint files
+        if [n["predicate"] for n in state["networks"]] != [b.predicate for b in self.bindings]:
+            raise ConfigurationError(f"checkpoint {path} is for networks {[n['predicate'] for n in state['networks']]}")
+        for binding, saved in zip(self.bindings, state["networks"]):
+            binding.model.set_weights(saved["weights"])
+            if saved["optimizer"]:
+                binding.optimizer.build(binding.model.trainable_variables)
+                for variable, value in zip(binding.optimizer.variables, saved["optimizer"]):
+                    variable.assign(value)
+        self.bridge.rule_weights = state["rule_weights"]
+        if self.weights is not None and state["weight_steps"] is not None:
+            self.weights.steps_taken = state["weight_steps"]
+        random.setstate(state["python_rng"])
+        np.random.set_state(state["numpy_rng"])
+        program = self.bridge.program
+        values = state["atom_values"]
+        if values.shape[0] != program.rv_count:
+            raise ConfigurationError(f"checkpoint {path} was written for another program")
+        program._atom_store.getAtomValues()[0 : program.rv_count] = values
+        program._dirty_atoms = True
+        history = History(state["history"]["history"], state["history"]["epoch"])
+        return int(state["epoch"]), history
+
+    def fit(
+        self,
+        epochs: int,
+        *,
+        callbacks: Sequence[Any] = (),
+        verbose: int = 1,
+        checkpoint: str | Path | None = None,
+        resume: bool = False,
+    ) -> History:
         """Train for ``epochs`` epochs (or until a callback stops training).
 
         Args:
@@ -196,6 +281,8 @@ class Trainer:
             callbacks: Keras callbacks (``EarlyStopping``, ``ModelCheckpoint``, ...); they see the first
                 bound model as ``self.model`` and the epoch logs.
             verbose: 1 for a Keras progress bar per epoch, 0 for silence.
+            checkpoint: Write a checkpoint here after every epoch (atomically).
+            resume: Continue from ``checkpoint`` if it exists (after the epoch it recorded).
 
         Returns:
             The per-epoch :class:`History` (``loss``, ``energy``, ``step_time`` and evaluation metrics).
@@ -203,6 +290,11 @@ class Trainer:
         import keras
 
         history = History()
+        first_epoch = 0
+        if resume and checkpoint is not None and Path(checkpoint).is_file():
+            done, history = self.load_checkpoint(checkpoint)
+            first_epoch = done + 1
+            log.info("resuming from %s after epoch %d", checkpoint, done)
         model = self.bindings[0].model
         callback_list = keras.callbacks.CallbackList(
             list(callbacks),
@@ -214,7 +306,7 @@ class Trainer:
         )
         model.stop_training = False
         callback_list.on_train_begin()
-        for epoch in range(epochs):
+        for epoch in range(first_epoch, epochs):
             callback_list.on_epoch_begin(epoch)
             bar = keras.utils.Progbar(
                 self.steps_per_epoch, verbose=verbose, stateful_metrics=["energy", "step_time", "psl_time"]
@@ -238,6 +330,8 @@ class Trainer:
             )
             history.append(epoch_logs)
             callback_list.on_epoch_end(epoch, epoch_logs)
+            if checkpoint is not None:
+                self.save_checkpoint(checkpoint, epoch, history)
             if model.stop_training or self.stop_training:
                 break
         callback_list.on_train_end()

@@ -20,6 +20,7 @@ MODULES = [
     "pslbridge.datasets.planetoid",
     "pslbridge.experiments.citation",
     "pslbridge.experiments.reporting",
+    "pslbridge.diagnostics",
     "pslbridge.benchmarks.resident",
 ]
 

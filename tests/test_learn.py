@@ -284,3 +284,24 @@ def test_rules_table_and_explain():
         assert np.isfinite(why["pull"]).all()
         with pytest.raises(KeyError, match="not an atom"):
             bridge.explain("Knows", "nobody", "else")
+
+
+def test_grounding_estimates_before_and_real_counts_after():
+    from pslbridge.diagnostics import estimate_groundings
+
+    spec, _ = _add1(n=40, labelled=40)
+    estimates = estimate_groundings(spec)
+    with Bridge(spec) as bridge:
+        real = bridge.rules_table()
+        summary = bridge.summary()
+    assert summary["atoms_per_predicate"]["IMAGESUM"] == 40 * 19
+    assert summary["atoms_per_predicate"]["NEURAL"] == 80 * 10 and summary["java_heap_used_mb"] > 0
+    assert summary["terms"] == real["ground_terms"].sum()
+    # Every estimate is within a factor of 3 of what grounding produced, on three different models.
+    pairs = list(zip(estimates["estimated_groundings"], real["ground_terms"]))
+    for other in (load_model(SA), add2_spec([(4 * i, 4 * i + 1, 4 * i + 2, 4 * i + 3) for i in range(5)], [1] * 5)):
+        with Bridge(other) as bridge:
+            pairs += list(zip(estimate_groundings(other)["estimated_groundings"], bridge.rules_table()["ground_terms"]))
+    assert len(pairs) == 6 + 6 + 21
+    for estimate, actual in pairs:
+        assert actual / 3 <= estimate <= actual * 3, (estimate, actual)

@@ -138,3 +138,64 @@ def test_trainer_validates_bindings_and_drives_callbacks(tmp_path):
         history = trainer.fit(epochs=6, callbacks=[stop, checkpoint], verbose=0)
     assert len(history.epoch) == 2  # stopped once val_acc did not improve for one epoch
     assert (tmp_path / "best.keras").is_file()
+
+
+_RESUME_SCRIPT = """
+import os, signal, sys
+import numpy as np
+import keras
+from pslbridge import Bridge
+from pslbridge.experiments.mnist_add import add1_spec
+from pslbridge.learning import WeightOptimizer
+from pslbridge.training import NeuralBinding, Trainer, set_seed
+
+set_seed(0)
+rng = np.random.default_rng(0)
+inputs = rng.normal(size=(8, 6)).astype(np.float32)
+model = keras.Sequential([keras.Input(shape=(6,)), keras.layers.Dense(10, activation="softmax")])
+bridge = Bridge(add1_spec([(0, 1), (2, 3), (4, 5), (6, 7)], sums=[3, 9, 12, 5], phase="learn"))
+kill_at = int(os.environ.get("KILL_AT_STEP", "-1"))
+
+class Killable(Trainer):
+    steps = 0
+    def train_step(self):
+        Killable.steps += 1
+        if Killable.steps == kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super().train_step()
+
+trainer = Killable(bridge, [NeuralBinding("Neural", model, inputs, keras.optimizers.Adam(0.05))],
+                   weights=WeightOptimizer(step_size=0.5), steps_per_epoch=4)
+history = trainer.fit(6, verbose=0, checkpoint=sys.argv[1], resume=True)
+np.save(sys.argv[2], np.concatenate([bridge.rule_weights, history.history["energy"]]))
+"""
+
+
+def test_sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run(tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    script = tmp_path / "train.py"
+    script.write_text(_RESUME_SCRIPT)
+    env = {**__import__("os").environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3"}
+
+    def run(checkpoint, out, kill_at=-1):
+        return subprocess.run(
+            [sys.executable, str(script), str(checkpoint), str(out)],
+            cwd=tmp_path,
+            env={**env, "KILL_AT_STEP": str(kill_at)},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    straight = run(tmp_path / "a.ckpt", tmp_path / "a.npy")
+    assert straight.returncode == 0, straight.stderr[-2000:]
+    killed = run(tmp_path / "b.ckpt", tmp_path / "b.npy", kill_at=14)  # epoch 4 of 6, step 2 of 4
+    assert killed.returncode == -9 and not (tmp_path / "b.npy").exists()
+    assert (tmp_path / "b.ckpt").is_file() and not list(tmp_path.glob("b.ckpt.*.tmp"))
+    resumed = run(tmp_path / "b.ckpt", tmp_path / "b.npy")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    np.testing.assert_allclose(np.load(tmp_path / "b.npy"), np.load(tmp_path / "a.npy"), rtol=1e-5, atol=1e-6)
