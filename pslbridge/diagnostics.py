@@ -41,8 +41,10 @@ def _relations(spec: ModelSpec) -> dict[str, np.ndarray]:
 
 
 def _query_atoms(text: str) -> list[tuple[str, str]]:
-    """Atoms PSL joins to ground a rule: for a logical rule the clause's negated literals (positive
-    body atoms and negated head atoms); for an arithmetic rule every atom.
+    """Atoms PSL joins to ground a rule.
+
+    For a logical rule, the clause's negated literals (positive body atoms and negated head atoms);
+    for an arithmetic rule, every atom.
     """
     for arrow, head_first in (("->", False), (">>", False), ("<-", True), ("<<", True)):
         if arrow in text:
