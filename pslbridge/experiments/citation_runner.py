@@ -5,7 +5,8 @@
 time) under ``--out`` (default ``out/citation``).
 
 Per split: the network (one dense softmax layer, L2) is pre-trained on the training nodes with early
-stopping on validation accuracy (patience 25, up to 250 epochs); NeuPSL then learns jointly with the
+stopping on validation accuracy (patience 25, up to 250 epochs); the initial balance of the two rule
+weights is chosen on validation accuracy; NeuPSL then learns jointly with the
 energy loss (rule weights by mirror descent, the network through ∂energy/∂prediction), keeping the
 step with the best validation accuracy. Warm inference: the program already grounded and the JVM up;
 cold: building the program (load + ground) plus the first solve, plus the JVM start-up measured in a
@@ -65,6 +66,8 @@ class CitationSetting:
         weight_step: Mirror-descent step size for rule weights (paper: 1e-2 ... 1e-8).
         neural_step: Learning rate of the network during joint learning.
         admm_iterations: ADMM cap while learning (paper: 25-1000).
+        initial_neural_weights: Candidate weights of the neural rule (label propagation gets 1 - w); the
+            one with the best validation accuracy starts joint learning.
     """
 
     learning_rate: float = 1.0
@@ -74,6 +77,7 @@ class CitationSetting:
     weight_step: float = 1e-2
     neural_step: float = 1e-2
     admm_iterations: int = 200
+    initial_neural_weights: tuple[float, ...] = (0.05, 0.1, 0.2, 0.35, 0.5)
 
 
 def node_predictions(bridge: Bridge, n_classes: int, probs: np.ndarray | None = None) -> tuple[dict[int, int], float]:
@@ -126,10 +130,19 @@ def _neupsl(
     probs = np.asarray(model(x, training=False))
     _, first_solve = node_predictions(infer_bridge, graph.n_classes, probs)
     cold = jvm_start + build + first_solve
+    # Initial rule weights: the neural/label-propagation balance with the best validation accuracy.
+    grid = []
+    for w in setting.initial_neural_weights:
+        infer_bridge.rule_weights = [w, 1.0 - w]
+        predictions, _ = node_predictions(infer_bridge, graph.n_classes, probs)
+        grid.append((_accuracy(predictions, graph.labels, split.val), -w, w))
+    initial = max(grid)[2]
     learn_bridge = Bridge(
         citation_spec(graph.labels, graph.edges, split, phase="learn"),
         options={"admmreasoner.maxiterations": str(setting.admm_iterations)},
     )
+    learn_bridge.rule_weights = [initial, 1.0 - initial]
+    infer_bridge.rule_weights = [initial, 1.0 - initial]
     optimizer = WeightOptimizer(step_size=setting.weight_step)
     best = {"val": -1.0, "weights": model.get_weights(), "rule_weights": infer_bridge.rule_weights}
 
