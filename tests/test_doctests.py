@@ -21,6 +21,7 @@ MODULES = [
     "pslbridge.experiments.citation",
     "pslbridge.experiments.reporting",
     "pslbridge.diagnostics",
+    "pslbridge.benchmarks.step_time",
     "pslbridge.benchmarks.resident",
 ]
 

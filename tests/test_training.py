@@ -74,7 +74,8 @@ def _tiny_problem():
     return add1_spec([(0, 1)], sums=[7], phase="learn")
 
 
-def test_gradients_reach_every_trainable_variable():
+@pytest.mark.parametrize("compiled", [True, False])
+def test_gradients_reach_every_trainable_variable(compiled):
     import keras
 
     set_seed(1)
@@ -89,7 +90,7 @@ def test_gradients_reach_every_trainable_variable():
     with Bridge(_tiny_problem()) as bridge:
         binding = NeuralBinding("Neural", model, inputs, keras.optimizers.SGD(0.1))
         before = [v.numpy().copy() for v in model.trainable_variables]
-        Trainer(bridge, [binding]).train_step()
+        Trainer(bridge, [binding], compiled=compiled).train_step()
         after = [v.numpy() for v in model.trainable_variables]
     assert all(not np.allclose(a, b) for a, b in zip(before, after))
 

@@ -2,17 +2,19 @@
 
 import sys
 
-from . import resident
+from . import resident, step_time
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Dispatch to a benchmark (only ``resident`` so far).
+    """Dispatch to a benchmark: ``resident`` (default) or ``steps`` (against the official NeuPSL loop).
 
     Example:
         >>> main(["resident", "--sizes", "10", "--repeats", "1"])  # doctest: +SKIP
         0
     """
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "steps":
+        return step_time.main(argv[1:])
     if argv and argv[0] == "resident":
         argv = argv[1:]
     if "--quick" in argv:
