@@ -1,9 +1,10 @@
-"""The official NeuPSL route as the paper ran it: the PSL 2.4.0 jar's own ``Energy`` learner with a
-``DeepPredicate`` whose network lives in ``python3 -m pslpython.deeppsl.server`` (TCP socket + mmap).
+"""The official NeuPSL route as the paper ran it, for benchmarks.
 
-``official_model.py`` holds the ``pslpython.deeppsl.model.DeepModel`` subclass the jar's server loads
-(by file path); it wraps the same Keras LeNet that pslbridge trains. :func:`run_official` writes the runtime config and data, runs ``java -jar`` with this
-interpreter first on ``PATH``, and reads the learning-loop time from PSL's log.
+The PSL 2.4.0 jar's own ``Energy`` learner with a ``DeepPredicate`` whose network lives in
+``python3 -m pslpython.deeppsl.server`` (TCP socket + mmap). ``official_model.py`` holds the
+``pslpython.deeppsl.model.DeepModel`` subclass the jar's server loads (by file path); it wraps the same
+Keras LeNet that pslbridge trains. :func:`run_official` writes the runtime config and data, runs
+``java -jar`` with this interpreter first on ``PATH``, and reads the learning-loop time from PSL's log.
 
 Needs ``pslpython==2.4.1`` (the ``bench`` extra).
 

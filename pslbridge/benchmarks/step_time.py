@@ -1,6 +1,7 @@
-"""Per-gradient-step time: pslbridge's Trainer against the official NeuPSL loop (the jar's ``Energy``
-learner with its Python deep-model server), on the same MNIST-Add1 data, network and PSL options,
-interleaved (A B A B ...), medians over repeats.
+"""Per-gradient-step time: pslbridge's Trainer against the official NeuPSL loop.
+
+The official loop is the jar's ``Energy`` learner with its Python deep-model server; both run on the
+same MNIST-Add1 data, network and PSL options, interleaved (A B A B ...), medians over repeats.
 
 Run: ``python -m pslbridge.benchmarks steps --additions 300 --steps 20 --repeats 3`` (needs the
 ``bench`` extra: pslpython 2.4.1). Writes ``steps.md`` / ``steps.csv`` under ``--out``.
