@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 JAR := jars/psl-runtime-2.4.0.jar
 STAMP := $(VENV)/.installed
-EXTRAS ?= dev,tf,experiments
+EXTRAS ?= dev,tf,experiments,bench
 PYTEST_ARGS ?=
 
 MNIST := data/cache/mnist/mnist.npz
@@ -38,9 +38,9 @@ test: setup data
 demo: setup
 	$(PY) -m pslbridge demo
 
-bench: setup
-	$(PY) -m pip install --quiet "pslpython==2.4.1"
-	$(PY) -m pslbridge.benchmarks $(BENCH_ARGS)
+bench: setup data
+	$(PY) -m pslbridge.benchmarks resident $(BENCH_ARGS)
+	$(PY) -m pslbridge.benchmarks steps --additions 300 3000 --steps 20 --repeats 3
 
 lint: setup
 	$(PY) -m ruff check pslbridge tests
