@@ -21,6 +21,7 @@ Example:
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -33,6 +34,8 @@ import pandas as pd
 import yaml
 
 from .errors import ModelFileError
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "DataTable",
@@ -547,6 +550,7 @@ def read_data_file(path: str | Path, spec: PredicateSpec, partition: str, shown_
         rows.append(line.split("\t"))
         lines.append(number)
     if not rows:
+        log.warning("%s: data file for %s (%s) is empty; it contributes no rows", label, spec.name, partition)
         return DataTable(
             spec.name, partition, np.empty((0, spec.arity), dtype=object), None, label, np.empty(0, dtype=np.int64)
         )

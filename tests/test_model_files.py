@@ -123,12 +123,15 @@ def test_data_file_with_unknown_section(tmp_path):
     assert info.value.line == 3
 
 
-def test_empty_data_file_loads_no_rows(tmp_path):
+def test_empty_data_file_loads_no_rows_with_a_warning(tmp_path, caplog):
+    """PSL reads an empty data file as no rows; pslbridge does the same and says so in the log."""
     (tmp_path / "a.txt").write_text("\n\n")
     (tmp_path / "m.psl").write_text("1: A(X) -> B(X) ^2\n")
     (tmp_path / "m.data").write_text("predicates:\n  A/1: closed\n  B/1: open\nobservations:\n  A: a.txt\n")
-    spec = load_model(tmp_path / "m.psl", tmp_path / "m.data")
+    with caplog.at_level("WARNING", logger="pslbridge.model_files"):
+        spec = load_model(tmp_path / "m.psl", tmp_path / "m.data")
     assert len(spec.tables("A", "observations")[0]) == 0
+    assert any("a.txt" in r.getMessage() and "empty" in r.getMessage() for r in caplog.records)
 
 
 def test_unreadable_file(tmp_path):
