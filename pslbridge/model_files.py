@@ -661,16 +661,10 @@ def _table_from_object(spec: PredicateSpec, partition: str, rows: Any) -> DataTa
                 predicate=spec.name,
             )
         rows = rows.tolist()
-    listed = [[_fmt(v) for v in (r if isinstance(r, (list, tuple)) else [r])] for r in rows]
+    listed = [[str(v) for v in (r if isinstance(r, (list, tuple)) else [r])] for r in rows]
     if not listed:
         return DataTable(spec.name, partition, np.empty((0, spec.arity), dtype=object), None, origin)
     return _rows_to_table(spec, partition, listed, origin, None)
-
-
-def _fmt(value: Any) -> str:
-    if isinstance(value, (float, np.floating)) and float(value).is_integer() and False:
-        return str(int(value))
-    return str(value)
 
 
 class _RuntimeConfigReader:

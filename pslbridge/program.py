@@ -430,7 +430,7 @@ class GroundProgram:
                 continue
             tables = self.spec.tables(spec.name, "targets")
             args = np.concatenate([t.args for t in tables]) if tables else np.empty((0, spec.arity), dtype=object)
-            self.targets[spec.key] = (self._frame(spec, args), self._lookup_rows(spec, args, tables))
+            self.targets[spec.key] = (self._frame(spec, args), self._lookup_rows(spec, args))
         self.neural: dict[str, NeuralBlock] = {}
         for spec in self.spec.neural_predicates:
             self.neural[spec.key] = self._neural_block(spec)
@@ -443,7 +443,7 @@ class GroundProgram:
         rendered = [[_render(v, t) for v in args[:, i]] for i, t in enumerate(spec.types)]
         return [f"{name}({', '.join(parts)})" for parts in zip(*rendered)] if len(args) else []
 
-    def _lookup_rows(self, spec: PredicateSpec, args: np.ndarray, tables: list[DataTable] | None) -> np.ndarray:
+    def _lookup_rows(self, spec: PredicateSpec, args: np.ndarray) -> np.ndarray:
         keys = self._keys(spec, args)
         idx = np.fromiter((self._atom_lookup.get(k, -1) for k in keys), dtype=np.int64, count=len(keys))
         missing = np.flatnonzero(idx < 0)
