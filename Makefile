@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 
 MNIST := data/cache/mnist/mnist.npz
 
-.PHONY: setup fetch-jars data test demo bench fuzz lint clean info reproduce-mnist-add reproduce-citation
+.PHONY: setup fetch-jars data test demo bench fuzz lint clean info reproduce-mnist-add reproduce-citation reproduce-visual-sudoku
 
 setup: $(STAMP) $(JAR)
 
@@ -59,6 +59,10 @@ fuzz: setup
 
 reproduce-citation: setup
 	$(PY) -m pslbridge.experiments citation --datasets citeseer cora --splits 5 --out out/citation
+
+reproduce-visual-sudoku: setup data
+	$(PY) -m pslbridge.experiments visual-sudoku --puzzles 16 --unique 64 --resampled 192 --splits 5 --out out/visual-sudoku
+	$(PY) -m pslbridge.experiments visual-sudoku --puzzles 16 --splits 5 --out out/visual-sudoku
 
 info: setup
 	$(PY) -m pslbridge info

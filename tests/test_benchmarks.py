@@ -24,11 +24,14 @@ def test_resident_benchmark_smoke(tmp_path):
 def test_official_step_benchmark_smoke(tmp_path):
     pytest.importorskip("pslpython", reason="the official NeuPSL comparison needs the bench extra (pslpython)")
     pytest.importorskip("tensorflow")
-    proc = run_python(f"""
+    proc = run_python(
+        f"""
         from pathlib import Path
         from pslbridge.benchmarks import step_time
         step_time.run(6, steps=1, repeats=1, out=Path({str(tmp_path)!r}))
-    """, timeout=600)
+    """,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     row = list(csv.DictReader(open(tmp_path / "steps.csv")))[0]
     assert float(row["official_step_s"]) > 0 and float(row["pslbridge_step_s"]) > 0

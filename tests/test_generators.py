@@ -85,3 +85,55 @@ def test_missing_mnist_says_what_to_run(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
     with pytest.raises(mnist.DataError, match="make data"):
         mnist.load_mnist(cache=tmp_path)
+
+
+# --- Visual Sudoku --------------------------------------------------------------------------------
+
+from pslbridge.experiments.visual_sudoku import (  # noqa: E402
+    distinguish_accuracy,
+    is_valid,
+    make_puzzles,
+    puzzle_scores,
+    threshold_accuracy,
+    valid_layouts,
+)
+
+
+def test_sudoku_layouts_and_validity():
+    layouts = valid_layouts()
+    assert len(layouts) == 288 and all(is_valid(g) for g in layouts)
+    broken = layouts[0].copy()
+    broken[0, 0], broken[0, 1] = broken[0, 1], broken[0, 0]
+    assert not is_valid(broken)
+
+
+def test_puzzle_generator_invariants():
+    puzzles = make_puzzles(LABELS, 12, np.random.default_rng(3))
+    assert len(puzzles.valid) == 24 and puzzles.valid.sum() == 12  # one corrupted twin per valid puzzle
+    assert all(is_valid(s) == v for s, v in zip(puzzles.symbols, puzzles.valid))
+    np.testing.assert_array_equal(LABELS[puzzles.images], puzzles.symbols)  # symbols are the images' digits
+    assert set(np.unique(puzzles.symbols).tolist()) <= {0, 1, 2, 3}
+    valid = puzzles.images[puzzles.valid]
+    counts = np.bincount(LABELS[valid].ravel(), minlength=4)
+    assert (counts == counts[0]).all()  # balanced per class
+    again = make_puzzles(LABELS, 12, np.random.default_rng(3))
+    np.testing.assert_array_equal(again.images, puzzles.images)
+
+
+@pytest.mark.parametrize(("n", "m"), [(64, 0), (64, 64), (64, 192), (128, 128)])
+def test_puzzle_overlap_counts(n, m):
+    puzzles = make_puzzles(LABELS, (n + m) // 16, np.random.default_rng(1), n_unique=n, n_resampled=m)
+    used = puzzles.images[puzzles.valid].ravel()
+    assert len(used) == n + m and len(set(used.tolist())) <= n
+    assert len(set(used.tolist())) >= 0.6 * n  # re-sampling repeats images; most unique ones still appear
+
+
+def test_sudoku_scores_and_accuracies():
+    layout = valid_layouts()[5]
+    confident = np.eye(4)[layout][None]
+    wrong = confident.copy()
+    wrong[0, 0, 0], wrong[0, 0, 1] = wrong[0, 0, 1].copy(), wrong[0, 0, 0].copy()
+    scores = puzzle_scores(np.concatenate([confident, wrong]))
+    assert scores[0] == 0 and scores[1] > 0
+    assert threshold_accuracy(scores, np.array([True, False]))[0] == 1.0
+    assert distinguish_accuracy(np.array([2, 3, 0, 1]), np.array([0, 1, 2, 3])) == 1.0

@@ -1,4 +1,7 @@
-"""``python -m pslbridge.experiments <experiment> [options]``; experiments: ``mnist-add``, ``citation``."""
+"""``python -m pslbridge.experiments <experiment> [options]``.
+
+Experiments: ``mnist-add``, ``citation``, ``visual-sudoku``.
+"""
 
 import sys
 
@@ -13,6 +16,7 @@ def main(argv: list[str] | None = None) -> int:
     runners = {
         "mnist-add": "pslbridge.experiments.mnist_add_runner",
         "citation": "pslbridge.experiments.citation_runner",
+        "visual-sudoku": "pslbridge.experiments.visual_sudoku_runner",
     }
     if not argv or argv[0] not in runners:
         print(f"usage: python -m pslbridge.experiments {{{','.join(runners)}}} [options]", file=sys.stderr)

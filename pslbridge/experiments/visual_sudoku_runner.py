@@ -1,0 +1,240 @@
+"""Runner for Visual Sudoku puzzle classification (NeuPSL and the paper's two CNN baselines).
+
+``python -m pslbridge.experiments visual-sudoku --puzzles 16 --splits 5`` writes ``results.csv`` and
+``results.md`` (puzzle accuracy, digit distinguishing accuracy, learning and inference time) under
+``--out`` (default ``out/visual-sudoku``). Per split: training puzzles from MNIST's training images
+(digits 0-3), validation and test puzzles from its test images. NeuPSL trains the LeNet network (4
+outputs) on the valid training puzzles; the violation threshold that separates valid from invalid
+puzzles is chosen on the validation puzzles. Baselines: a CNN on the 16 images of a puzzle (``visual``)
+and an MLP on the 16 true digit labels (``digit``, an unfair advantage), both trained on all training
+puzzles with their valid/invalid labels.
+
+Example:
+    >>> main(["--puzzles", "4", "--splits", "1", "--epochs", "2"])  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..bridge import Bridge
+from ..datasets.mnist import load_mnist
+from ..training import NeuralBinding, Trainer, set_seed
+from .mnist_add import lenet, prepare_images
+from .reporting import append_csv, mean_std, read_groups
+from .visual_sudoku import (
+    Puzzles,
+    distinguish_accuracy,
+    entity_images,
+    make_puzzles,
+    puzzle_scores,
+    sudoku_spec,
+    threshold_accuracy,
+)
+
+__all__ = ["SudokuSetting", "main", "run_split"]
+
+
+@dataclass
+class SudokuSetting:
+    """One setting.
+
+    Attributes:
+        puzzles: Valid training puzzles (each with a corrupted twin).
+        unique: Unique training images (default 16 per valid puzzle); ``resampled`` more are drawn with
+            replacement from them (the overlap variant).
+        test_puzzles: Valid test puzzles (plus twins); ``val_puzzles`` likewise for validation.
+        epochs, steps_per_epoch: NeuPSL training length; ``learning_rate`` of the network.
+    """
+
+    puzzles: int = 16
+    unique: int | None = None
+    resampled: int = 0
+    test_puzzles: int = 100
+    val_puzzles: int = 50
+    epochs: int = 25
+    steps_per_epoch: int = 20
+    learning_rate: float = 1e-3
+
+    @property
+    def name(self) -> str:
+        """``vs-<puzzles>`` plus ``-<unique>+<resampled>`` for the overlap variant."""
+        extra = f"-{self.unique}+{self.resampled}" if self.unique is not None else ""
+        return f"vs-{self.puzzles}{extra}"
+
+
+def _probabilities(model: Any, images: np.ndarray, puzzles: Puzzles) -> np.ndarray:
+    flat = prepare_images(images[puzzles.images.reshape(-1)])
+    return np.asarray(model(flat, training=False)).reshape(-1, 4, 4, 4)
+
+
+def _neupsl(setting: SudokuSetting, train: Puzzles, val: Puzzles, test: Puzzles, mnist: tuple) -> dict[str, Any]:
+    x_train, _, x_test, y_test = mnist
+    keep = np.flatnonzero(train.valid)
+    valid_train = Puzzles(train.images[keep], train.symbols[keep], train.valid[keep])
+    model = lenet(4, setting.learning_rate)
+    with Bridge(sudoku_spec(len(keep), pinned=valid_train.symbols[0, 0])) as bridge:
+        inputs = prepare_images(x_train[entity_images(bridge.entities("Neural"), valid_train)])
+        trainer = Trainer(bridge, [NeuralBinding("Neural", model, inputs)], steps_per_epoch=setting.steps_per_epoch)
+        t0 = time.perf_counter()
+        trainer.fit(setting.epochs, verbose=0)
+        learn = time.perf_counter() - t0
+    _, threshold = threshold_accuracy(puzzle_scores(_probabilities(model, x_test, val)), val.valid)
+    t1 = time.perf_counter()
+    probabilities = _probabilities(model, x_test, test)
+    accuracy, _ = threshold_accuracy(puzzle_scores(probabilities), test.valid, threshold)
+    infer = time.perf_counter() - t1
+    digits = distinguish_accuracy(probabilities.reshape(-1, 4).argmax(1), y_test[test.images.reshape(-1)])
+    return {
+        "method": "NeuPSL",
+        "puzzle_acc": 100 * accuracy,
+        "distinguish_acc": 100 * digits,
+        "learn_s": learn,
+        "infer_s": infer,
+        "threshold": threshold,
+    }
+
+
+def _baseline(
+    kind: str, setting: SudokuSetting, train: Puzzles, val: Puzzles, test: Puzzles, mnist: tuple
+) -> dict[str, Any]:
+    import keras
+
+    x_train, y_train, x_test, y_test = mnist
+
+    def features(images: np.ndarray, labels: np.ndarray, puzzles: Puzzles) -> np.ndarray:
+        if kind == "digit":
+            return np.eye(4, dtype=np.float32)[labels[puzzles.images]].reshape(len(puzzles.images), -1)
+        grid = prepare_images(images[puzzles.images])[..., 0]  # (n, 4, 4, 28, 28)
+        return grid.transpose(0, 1, 3, 2, 4).reshape(-1, 112, 112, 1)
+
+    x_tr, x_va, x_te = (
+        features(x_train, y_train, train),
+        features(x_test, y_test, val),
+        features(x_test, y_test, test),
+    )
+    if kind == "digit":
+        layers = [
+            keras.Input(shape=(64,)),
+            keras.layers.Dense(128, activation="relu"),
+            keras.layers.Dense(64, activation="relu"),
+        ]
+    else:
+        layers = [
+            keras.Input(shape=(112, 112, 1)),
+            keras.layers.Conv2D(6, 5),
+            keras.layers.MaxPooling2D(2),
+            keras.layers.ReLU(),
+            keras.layers.Conv2D(16, 5),
+            keras.layers.MaxPooling2D(2),
+            keras.layers.ReLU(),
+            keras.layers.Flatten(),
+            keras.layers.Dense(84, activation="relu"),
+        ]
+    model = keras.Sequential([*layers, keras.layers.Dense(1, activation="sigmoid")])
+    model.compile(
+        optimizer=keras.optimizers.Adam(setting.learning_rate), loss="binary_crossentropy", metrics=["accuracy"]
+    )
+    t0 = time.perf_counter()
+    model.fit(
+        x_tr,
+        train.valid.astype(np.float32),
+        validation_data=(x_va, val.valid.astype(np.float32)),
+        epochs=100,
+        batch_size=16,
+        verbose=0,
+        callbacks=[
+            keras.callbacks.EarlyStopping(monitor="val_accuracy", mode="max", patience=10, restore_best_weights=True)
+        ],
+    )
+    learn = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    predicted = np.asarray(model(x_te, training=False)).ravel() > 0.5
+    return {
+        "method": f"CNN-{kind}" if kind == "visual" else "MLP-digit",
+        "puzzle_acc": 100 * float((predicted == test.valid).mean()),
+        "learn_s": learn,
+        "infer_s": time.perf_counter() - t1,
+    }
+
+
+def run_split(setting: SudokuSetting, split: int, seed: int, out: Path, baselines: bool = True) -> list[dict]:
+    """One split: data, NeuPSL, baselines; rows appended to ``results.csv``."""
+    mnist = load_mnist()
+    set_seed(seed + split)
+    rng = np.random.default_rng(seed + 1000 * split)
+    train = make_puzzles(mnist[1], setting.puzzles, rng, n_unique=setting.unique, n_resampled=setting.resampled)
+    test = make_puzzles(mnist[3], setting.test_puzzles, rng)
+    val = make_puzzles(mnist[3], setting.val_puzzles, rng, exclude=test.images.reshape(-1))
+    results = [_neupsl(setting, train, val, test, mnist)]
+    if baselines:
+        results += [_baseline(kind, setting, train, val, test, mnist) for kind in ("visual", "digit")]
+    rows = []
+    for result in results:
+        row = {"setting": setting.name, "split": split, **asdict(setting), **result}
+        append_csv(out / "results.csv", row, _FIELDS)
+        print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
+        rows.append(row)
+    return rows
+
+
+_FIELDS = [
+    "setting",
+    "split",
+    "method",
+    "puzzle_acc",
+    "distinguish_acc",
+    "learn_s",
+    "infer_s",
+    "threshold",
+    *SudokuSetting.__dataclass_fields__,
+]
+
+
+def write_table(out: Path) -> str:
+    """Summarise ``results.csv`` into ``results.md``."""
+    lines = [
+        "# Visual Sudoku results (test accuracy %, mean ± std over splits)",
+        "",
+        "| setting | method | splits | puzzle accuracy | digit distinguishing | learn s | inference s |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for (setting, method), group in read_groups(out / "results.csv", ["setting", "method"]).items():
+        values = {
+            key: [float(r[key]) if r.get(key) not in (None, "") else float("nan") for r in group]
+            for key in ("puzzle_acc", "distinguish_acc", "learn_s", "infer_s")
+        }
+        lines.append(
+            f"| {setting} | {method} | {len(group)} | {mean_std(values['puzzle_acc'])} | "
+            f"{mean_std(values['distinguish_acc'])} | {np.nanmean(values['learn_s']):.1f} | "
+            f"{np.nanmean(values['infer_s']):.3f} |"
+        )
+    text = "\n".join(lines) + "\n"
+    (out / "results.md").write_text(text)
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point (``python -m pslbridge.experiments visual-sudoku ...``)."""
+    parser = argparse.ArgumentParser(prog="python -m pslbridge.experiments visual-sudoku")
+    parser.add_argument("--puzzles", type=int, default=16)
+    parser.add_argument("--unique", type=int, help="unique training images (overlap variant)")
+    parser.add_argument("--resampled", type=int, default=0)
+    parser.add_argument("--splits", type=int, default=5)
+    parser.add_argument("--epochs", type=int, default=25)
+    parser.add_argument("--no-baselines", action="store_true")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=Path("out/visual-sudoku"))
+    args = parser.parse_args(argv)
+    setting = SudokuSetting(puzzles=args.puzzles, unique=args.unique, resampled=args.resampled, epochs=args.epochs)
+    for split in range(args.splits):
+        run_split(setting, split, args.seed, args.out, baselines=not args.no_baselines)
+    print(write_table(args.out))
+    return 0
