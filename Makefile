@@ -53,9 +53,9 @@ reproduce-mnist-add: setup data
 	$(PY) -m pslbridge.experiments mnist-add --digits 2 --additions 150 --splits 5 --out out/mnist-add
 	$(PY) -m pslbridge.experiments mnist-add --digits 2 --additions 1500 --splits 5 --out out/mnist-add
 
-# >= 10,000 property-based examples (three tests x 3,500); `make test` runs a few hundred.
+# >= 10,000 property-based examples (4,500 + 4,500 + 2,250); `make test` runs a few hundred.
 fuzz: setup
-	PSLBRIDGE_FUZZ_EXAMPLES=3500 $(PY) -m pytest -q tests/test_fuzz.py
+	PSLBRIDGE_FUZZ_EXAMPLES=4500 $(PY) -m pytest -q tests/test_fuzz.py --hypothesis-show-statistics
 
 reproduce-citation: setup
 	$(PY) -m pslbridge.experiments citation --datasets citeseer cora --splits 5 --out out/citation

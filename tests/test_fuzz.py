@@ -93,7 +93,7 @@ def test_rule_shaped_texts_never_leak_java_exceptions(weight, body, head, arrow,
     _check(f"{weight}{' & '.join(body)} {arrow} {head}{tail}", rows)
 
 
-@settings(max_examples=EXAMPLES // 3, deadline=10_000, suppress_health_check=list(HealthCheck))
+@settings(max_examples=EXAMPLES // 2, deadline=10_000, suppress_health_check=list(HealthCheck))
 @given(
     rows=st.lists(
         st.lists(st.one_of(st.text(max_size=3), st.floats(allow_nan=True), st.integers()), min_size=0, max_size=4),
