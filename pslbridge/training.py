@@ -219,6 +219,9 @@ class Trainer:
             variables = binding.model.trainable_variables
             grads = tape.gradient(output, variables, output_gradients=tf.convert_to_tensor(grad, output.dtype))
             binding.optimizer.apply_gradients([(g, v) for g, v in zip(grads, variables) if g is not None])
+        return self._logs(result, start, psl_time)
+
+    def _logs(self, result: LearnResult, start: float, psl_time: float) -> dict[str, float]:
         self.last_step = result
         return {
             "loss": result.loss,
@@ -239,13 +242,7 @@ class Trainer:
         for binding, _, backward in steps:
             grad = result.neural_gradients[self.bridge._block(binding.predicate).spec.name]
             backward(tf.convert_to_tensor(grad, dtype=tf.float32))
-        self.last_step = result
-        return {
-            "loss": result.loss,
-            "energy": result.energy,
-            "step_time": time.perf_counter() - start,
-            "psl_time": psl_time,
-        }
+        return self._logs(result, start, psl_time)
 
     # -- checkpoints ------------------------------------------------------------------
 

@@ -349,23 +349,33 @@ def lenet(classes: int = 10, learning_rate: float = 1e-3, input_shape: tuple[int
     """
     import keras
 
-    model = keras.Sequential(
-        [
-            keras.Input(shape=input_shape),
-            keras.layers.Conv2D(6, 5),
-            keras.layers.MaxPooling2D(2),
-            keras.layers.ReLU(),
-            keras.layers.Conv2D(16, 5),
-            keras.layers.MaxPooling2D(2),
-            keras.layers.ReLU(),
-            keras.layers.Flatten(),
-            keras.layers.Dense(120, activation="relu"),
-            keras.layers.Dense(84, activation="relu"),
-            keras.layers.Dense(classes, activation="softmax"),
-        ]
-    )
+    model = keras.Sequential([*lenet_layers(input_shape), keras.layers.Dense(classes, activation="softmax")])
     model.compile(optimizer=keras.optimizers.Adam(learning_rate), loss="categorical_crossentropy")
     return model
+
+
+def lenet_layers(input_shape: tuple[int, ...] = (28, 28, 1), hidden: tuple[int, ...] = (120, 84)) -> list[Any]:
+    """The paper's convolutional stack and dense ReLU layers, without an output layer.
+
+    conv 6@5x5, maxpool, ReLU, conv 16@5x5, maxpool, ReLU, flatten, then ``hidden`` dense layers.
+
+    Example:
+        >>> len(lenet_layers())  # doctest: +SKIP
+        10
+    """
+    import keras
+
+    return [
+        keras.Input(shape=input_shape),
+        keras.layers.Conv2D(6, 5),
+        keras.layers.MaxPooling2D(2),
+        keras.layers.ReLU(),
+        keras.layers.Conv2D(16, 5),
+        keras.layers.MaxPooling2D(2),
+        keras.layers.ReLU(),
+        keras.layers.Flatten(),
+        *[keras.layers.Dense(units, activation="relu") for units in hidden],
+    ]
 
 
 def prepare_images(images: np.ndarray) -> np.ndarray:

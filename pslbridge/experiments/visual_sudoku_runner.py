@@ -27,7 +27,7 @@ import numpy as np
 from ..bridge import Bridge
 from ..datasets.mnist import load_mnist
 from ..training import NeuralBinding, Trainer, set_seed
-from .mnist_add import lenet, prepare_images
+from .mnist_add import lenet, lenet_layers, prepare_images
 from .reporting import append_csv, mean_std, read_groups
 from .visual_sudoku import (
     Puzzles,
@@ -127,17 +127,7 @@ def _baseline(
             keras.layers.Dense(64, activation="relu"),
         ]
     else:
-        layers = [
-            keras.Input(shape=(112, 112, 1)),
-            keras.layers.Conv2D(6, 5),
-            keras.layers.MaxPooling2D(2),
-            keras.layers.ReLU(),
-            keras.layers.Conv2D(16, 5),
-            keras.layers.MaxPooling2D(2),
-            keras.layers.ReLU(),
-            keras.layers.Flatten(),
-            keras.layers.Dense(84, activation="relu"),
-        ]
+        layers = lenet_layers((112, 112, 1), hidden=(84,))
     model = keras.Sequential([*layers, keras.layers.Dense(1, activation="sigmoid")])
     model.compile(
         optimizer=keras.optimizers.Adam(setting.learning_rate), loss="binary_crossentropy", metrics=["accuracy"]
