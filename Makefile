@@ -41,6 +41,7 @@ demo: setup
 bench: setup data
 	$(PY) -m pslbridge.benchmarks resident $(BENCH_ARGS)
 	$(PY) -m pslbridge.benchmarks steps --additions 300 3000 --steps 20 --repeats 3
+	PSLBRIDGE_HEAP=12g $(PY) -m pslbridge.benchmarks overhead --additions 25 250 2500 25000
 
 lint: setup
 	$(PY) -m ruff check pslbridge tests

@@ -36,3 +36,11 @@ def test_official_step_benchmark_smoke(tmp_path):
     row = list(csv.DictReader(open(tmp_path / "steps.csv")))[0]
     assert float(row["official_step_s"]) > 0 and float(row["pslbridge_step_s"]) > 0
     assert "official / pslbridge" in (tmp_path / "steps.md").read_text()
+
+
+def test_overhead_benchmark_smoke(jvm_started):
+    from pslbridge.benchmarks.overhead import measure
+
+    row = measure(5, repeats=1)
+    assert row["atoms"] > 0 and row["solve_s"] > 0
+    assert row["push_gbps"] > 0 and row["numpy_copy_gbps"] > 0 and row["overhead_pct"] > 0

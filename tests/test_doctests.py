@@ -22,6 +22,7 @@ MODULES = [
     "pslbridge.experiments.reporting",
     "pslbridge.diagnostics",
     "pslbridge.benchmarks.step_time",
+    "pslbridge.benchmarks.overhead",
     "pslbridge.experiments.visual_sudoku",
     "pslbridge.benchmarks.resident",
 ]

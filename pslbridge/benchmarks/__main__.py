@@ -2,11 +2,14 @@
 
 import sys
 
-from . import resident, step_time
+from . import overhead, resident, step_time
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Dispatch to a benchmark: ``resident`` (default) or ``steps`` (against the official NeuPSL loop).
+    """Dispatch to a benchmark.
+
+    ``resident`` (default), ``steps`` (against the official NeuPSL loop) or ``overhead`` (bridge costs
+    against one ADMM solve).
 
     Example:
         >>> main(["resident", "--sizes", "10", "--repeats", "1"])  # doctest: +SKIP
@@ -15,6 +18,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "steps":
         return step_time.main(argv[1:])
+    if argv and argv[0] == "overhead":
+        return overhead.main(argv[1:])
     if argv and argv[0] == "resident":
         argv = argv[1:]
     if "--quick" in argv:
