@@ -45,7 +45,7 @@ bench: setup data
 
 lint: setup
 	$(PY) -m ruff check pslbridge tests
-	$(PY) -m ruff format --check pslbridge tests || true
+	$(PY) -m ruff format --check pslbridge tests
 
 # The paper's MNIST-Addition settings (5 splits each; Add2-1500 takes hours on 2 cores).
 reproduce-mnist-add: setup data
