@@ -117,6 +117,9 @@ class GroundProgram:
         self.id = next(_ids)
         self.options = {**spec.options, **{k: _opt(v) for k, v in (options or {}).items()}}
         self._closed = False
+        self._dirty_atoms = False  # neural values written to the array but not yet to the atom objects
+        self._learning: LearningState | None = None
+        self._entity_maps: dict[str, tuple[pd.DataFrame | None, np.ndarray | None]] = {}
         self.timings: dict[str, float] = {}
         reasoner_key = reasoner.lower()
         if reasoner_key not in _REASONERS:
@@ -335,9 +338,7 @@ class GroundProgram:
         return DataTable(spec.name, "targets", args, None, f"<entities x classes of {spec.name}>")
 
     def _entity_map(self, spec: PredicateSpec) -> tuple[pd.DataFrame | None, np.ndarray | None]:
-        cache = getattr(self, "_entity_maps", None)
-        if cache is None:
-            cache = self._entity_maps = {}
+        cache = self._entity_maps
         if spec.key in cache:
             return cache[spec.key]
         assert spec.neural is not None
@@ -544,7 +545,7 @@ class GroundProgram:
 
     def sync_atoms(self) -> None:
         """Copy the value array into the atom objects (needed before a reset)."""
-        if getattr(self, "_dirty_atoms", False):
+        if self._dirty_atoms:
             with guard("synchronising atoms"):
                 self._atom_store.sync()
             self._dirty_atoms = False
@@ -581,7 +582,7 @@ class GroundProgram:
     @property
     def learning(self) -> LearningState:
         """Labels and gradient buffers for learning (built on first use)."""
-        state = getattr(self, "_learning", None)
+        state = self._learning
         if state is None:
             self.check_open()
             state = self._learning = LearningState(self)
