@@ -85,11 +85,35 @@ def _runtime_run() -> tuple[Callable[[dict[str, Any], str], Any], str]:
         return run, "Runtime.serializedRun (pslpython.runtime.run's body; pslpython not installed)"
 
 
+def _time_learn_steps(
+    bridge: Any, probs: np.ndarray, rng: np.random.Generator, repeats: int, prefix: str, row: dict[str, Any]
+) -> np.ndarray:
+    """Time ``repeats`` learn steps (after a warm-up) on drifting predictions; returns the last predictions.
+
+    Medians go into ``row`` as ``<prefix>_<phase>_s`` and ``<prefix>_iterations``.
+    """
+    from ..learning import WeightOptimizer
+
+    optimizer = WeightOptimizer()
+    bridge.learn_step({"Neural": probs}, weights=optimizer, reset=True)  # warm-up
+    samples: dict[str, list[float]] = {}
+    for _ in range(repeats):
+        probs = _drift(probs, rng)
+        t = time.perf_counter()
+        step = bridge.learn_step({"Neural": probs}, weights=optimizer)
+        samples.setdefault("total", []).append(time.perf_counter() - t)
+        samples.setdefault("iterations", []).append(float(step.iterations.get("latent") or 0))
+        for key, value in step.timings.items():
+            samples.setdefault(key, []).append(value)
+    for key, values in samples.items():
+        row[f"{prefix}_{key}" + ("" if key == "iterations" else "_s")] = _median(values)
+    return probs
+
+
 def run(sizes: list[int], repeats: int, out: Path, runtime_repeats: int = 2) -> list[dict[str, Any]]:
     """Measure and write ``resident.md`` and ``resident.csv`` under ``out``."""
     from .. import _java, jvm
     from ..bridge import Bridge
-    from ..learning import WeightOptimizer
     from ..oracle import spec_to_runtime_config
 
     jvm.start("benchmark")
@@ -119,36 +143,13 @@ def run(sizes: list[int], repeats: int, out: Path, runtime_repeats: int = 2) -> 
             infer["iterations"].append(float(result.iterations or 0))
         for key, values in infer.items():
             row[f"infer_{key}" + ("" if key == "iterations" else "_s")] = _median(values)
-        optimizer = WeightOptimizer()
-        bridge.learn_step({"Neural": probs}, weights=optimizer)  # warm-up
-        learn: dict[str, list[float]] = {}
-        for _ in range(repeats):
-            probs = _drift(probs, rng)
-            t = time.perf_counter()
-            step = bridge.learn_step({"Neural": probs}, weights=optimizer)
-            learn.setdefault("total", []).append(time.perf_counter() - t)
-            for key, value in step.timings.items():
-                learn.setdefault(key, []).append(value)
-        for key, values in learn.items():
-            row[f"learn_{key}_s"] = _median(values)
+        probs = _time_learn_steps(bridge, probs, rng, repeats, "learn", row)
         row["heap_mb"] = _java.heap_used_bytes() / 2**20
         entities, classes = bridge.entities("Neural"), bridge.classes("Neural")
         bridge.close()
         # Semi-supervised variant: half the additions unlabelled, so the latent solve has work to do.
         bridge = Bridge(add1_problem(size, seed=size, labelled=0.5)[0], options=LEARN_OPTIONS)
-        optimizer = WeightOptimizer()
-        bridge.learn_step({"Neural": probs}, weights=optimizer, reset=True)
-        latent: dict[str, list[float]] = {}
-        for _ in range(repeats):
-            probs = _drift(probs, rng)
-            t = time.perf_counter()
-            step = bridge.learn_step({"Neural": probs}, weights=optimizer)
-            latent.setdefault("total", []).append(time.perf_counter() - t)
-            latent.setdefault("iterations", []).append(float(step.iterations.get("latent") or 0))
-            for key, value in step.timings.items():
-                latent.setdefault(key, []).append(value)
-        for key, values in latent.items():
-            row[f"latent_{key}" + ("" if key == "iterations" else "_s")] = _median(values)
+        probs = _time_learn_steps(bridge, probs, rng, repeats, "latent", row)
         bridge.close()
         runtime_run, label = _runtime_run()
         spec.phase = "infer"
