@@ -38,10 +38,9 @@ test: setup data
 demo: setup
 	$(PY) -m pslbridge demo
 
+# Every benchmark, each stage in its own process; report under out/bench/ (BENCH_ARGS=--quick: a few minutes).
 bench: setup data
-	$(PY) -m pslbridge.benchmarks resident $(BENCH_ARGS)
-	$(PY) -m pslbridge.benchmarks steps --additions 300 3000 --steps 20 --repeats 3
-	PSLBRIDGE_HEAP=12g $(PY) -m pslbridge.benchmarks overhead --additions 25 250 2500 25000
+	$(PY) -m pslbridge.benchmarks all $(BENCH_ARGS)
 
 lint: setup
 	$(PY) -m ruff check pslbridge tests

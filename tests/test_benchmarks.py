@@ -1,4 +1,5 @@
 import csv
+import sys
 
 import pytest
 
@@ -28,14 +29,65 @@ def test_official_step_benchmark_smoke(tmp_path):
         f"""
         from pathlib import Path
         from pslbridge.benchmarks import step_time
-        step_time.run(6, steps=1, repeats=1, out=Path({str(tmp_path)!r}))
+        step_time.run("add1-6", steps=1, repeats=1, out=Path({str(tmp_path)!r}), compiled=True)
     """,
         timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    row = list(csv.DictReader(open(tmp_path / "steps.csv")))[0]
-    assert float(row["official_step_s"]) > 0 and float(row["pslbridge_step_s"]) > 0
+    rows = list(csv.DictReader(open(tmp_path / "steps.csv")))
+    assert [r["official"] for r in rows] == ["official", "official-compiled"]
+    for row in rows:
+        assert float(row["official_step_s"]) > 0 and float(row["pslbridge_step_s"]) > 0
+        # Both contenders load TensorFlow and a JVM: far above 100 MB each.
+        assert float(row["official_peak_rss_mb"]) > 100 and float(row["pslbridge_peak_rss_mb"]) > 100
+    runs = list(csv.DictReader(open(tmp_path / "steps-runs.csv")))
+    assert {r["contender"] for r in runs} == {"official", "official-compiled", "pslbridge"}
     assert "official / pslbridge" in (tmp_path / "steps.md").read_text()
+
+
+def test_build_cost_and_accuracy_smoke(tmp_path):
+    pytest.importorskip("pslpython", reason="the official NeuPSL comparison needs the bench extra (pslpython)")
+    pytest.importorskip("tensorflow")
+    proc = run_python(
+        f"""
+        from pathlib import Path
+        from pslbridge.benchmarks import accuracy, build_cost, report
+        out = Path({str(tmp_path)!r})
+        build_cost.run("add1-5", repeats=1, out=out)
+        accuracy.run("add1-6", steps=3, seeds=[0], out=out)
+        report.write_report(out)
+    """,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    build = list(csv.DictReader(open(tmp_path / "build.csv")))[0]
+    assert int(build["atoms"]) > 0 and float(build["cli_build_s"]) > 0 and float(build["pslbridge_build_s"]) > 0
+    acc = list(csv.DictReader(open(tmp_path / "accuracy.csv")))[0]
+    for key in ("official_digit_acc", "pslbridge_digit_acc", "untrained_digit_acc", "same_digit_pct"):
+        assert 0 <= float(acc[key]) <= 100
+    text = (tmp_path / "report.md").read_text()
+    assert "Build (load + ground)" in text and "Equal accuracy" in text
+
+
+def test_run_tracked_measures_the_childs_peak_memory():
+    from pslbridge.benchmarks.processes import run_tracked
+
+    code = "import time; b = bytearray(300 * 2**20); b[::4096] = b'x' * len(b[::4096]); time.sleep(0.5)"
+    run = run_tracked([sys.executable, "-c", code])
+    assert run.returncode == 0
+    assert 300 <= run.peak_rss_mb < 600
+
+
+def test_report_states_each_goal_from_the_csvs(tmp_path):
+    from pslbridge.benchmarks.report import goals
+
+    (tmp_path / "steps.csv").write_text(
+        "problem,official,ratio\nadd1-300,official,3.5\nadd1-3000,official,2.5\nadd1-300,official-TRACE,9\n"
+    )
+    (tmp_path / "build.csv").write_text("problem,ratio\nadd1-1000,0.9\n")
+    verdicts = {goal.split(" ")[0]: (verdict, evidence) for goal, verdict, evidence in goals(tmp_path)}
+    assert verdicts["pslbridge"] == ("missed", "3.50x on add1-300, 2.50x on add1-3000")
+    assert verdicts["Build"][0] == "holds"
 
 
 def test_overhead_benchmark_smoke(jvm_started):

@@ -25,6 +25,10 @@ MODULES = [
     "pslbridge.benchmarks.overhead",
     "pslbridge.experiments.visual_sudoku",
     "pslbridge.benchmarks.resident",
+    "pslbridge.benchmarks.processes",
+    "pslbridge.benchmarks.problems",
+    "pslbridge.benchmarks.build_cost",
+    "pslbridge.benchmarks.report",
 ]
 
 

