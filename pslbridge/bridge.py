@@ -90,7 +90,8 @@ class LearnResult:
             ``Σ_r w_r Φ_r`` at (labels, latent MAP) for ``"energy"``; that energy minus the
             energy of the full MAP state for ``"structured_perceptron"``.
         energy: ``Σ_r w_r Φ_r`` at (labels, latent MAP).
-        rule_potentials: ``∂loss/∂w``: Φ per weighted rule, model order (float64).
+        rule_potentials: ``∂loss/∂w``: Φ per weighted rule, model order (float64); None when the
+            step was asked not to compute it (``potentials=False``).
         neural_gradients: ``∂loss/∂prediction`` per neural predicate, shaped like the predictions.
         rule_weights: Weights after the step (unchanged when no optimizer was given).
         iterations: Reasoner iterations of the latent solve (and of the MAP solve, if any).
@@ -107,7 +108,7 @@ class LearnResult:
 
     loss: float
     energy: float
-    rule_potentials: np.ndarray
+    rule_potentials: np.ndarray | None
     neural_gradients: dict[str, np.ndarray]
     rule_weights: np.ndarray
     iterations: dict[str, int | None]
@@ -361,6 +362,7 @@ class Bridge:
         weights: WeightOptimizer | None = None,
         constraint_learning: bool = False,
         reset: bool = False,
+        potentials: bool = True,
     ) -> LearnResult:
         """One NeuPSL learning step: energy loss with latent inference, Φ and neural gradients.
 
@@ -380,13 +382,18 @@ class Bridge:
             constraint_learning: Skip latent inference and evaluate at the current atom values
                 (the paper's special case without an inference subproblem).
             reset: Restart the latent solve from the current values instead of warm-starting.
+            potentials: Compute Φ (one pass over the ground terms per weighted rule). With
+                ``potentials=False`` (only for the energy loss without a weight step: rule weights
+                frozen, as in the paper's MNIST-Addition runs) the energy comes from one objective
+                pass instead and ``rule_potentials`` is None.
 
         Returns:
             Loss, Φ, neural gradients, new weights, iterations and timings.
 
         Raises:
             NeuralInputError: A bad array or a neural predicate without predictions.
-            ConfigurationError: Unknown loss.
+            ConfigurationError: Unknown loss, or ``potentials=False`` with a weight step or a loss
+                that needs Φ.
 
         Example:
             >>> step = bridge.learn_step({"Neural": probs}, weights=WeightOptimizer())  # doctest: +SKIP
@@ -395,6 +402,11 @@ class Bridge:
         """
         if loss not in LOSSES:
             raise ConfigurationError(f"loss must be one of {LOSSES}, got {loss!r}")
+        if not potentials and (weights is not None or loss != "energy"):
+            raise ConfigurationError(
+                "potentials=False only works for the energy loss without a weight step: "
+                "a weight step and the structured-perceptron loss need Φ"
+            )
         program = self.program
         times: dict[str, float] = {}
         t = time.perf_counter()
@@ -417,7 +429,8 @@ class Bridge:
                 iterations["latent"] = 0  # every target is labelled (or constraint learning): nothing to solve
             times["solve"] = _lap(t)
             t = time.perf_counter()
-            phi = program.rule_potentials(self._weighted)
+            phi = program.rule_potentials(self._weighted) if potentials else None
+            objective = None if potentials else program.objective()[0]
             times["potentials"] = _lap(t)
             t = time.perf_counter()
             deep, _ = program.energy_gradient()
@@ -425,7 +438,7 @@ class Bridge:
         finally:
             state.unfix()
         current = self.rule_weights
-        energy = float(np.dot(current, phi))
+        energy = float(np.dot(current, phi)) if phi is not None else float(objective)
         value = energy
         dloss = phi
         t = time.perf_counter()

@@ -194,6 +194,11 @@ class Trainer:
         self.stop_training = False
         self.last_step: LearnResult | None = None
 
+    @property
+    def _needs_potentials(self) -> bool:
+        """Φ is only needed for a weight step or a loss built from it; frozen weights skip its passes."""
+        return self.weights is not None or self.loss != "energy"
+
     def train_step(self) -> dict[str, float]:
         """One learning step: predict, learn_step, backpropagate ∂energy/∂prediction.
 
@@ -212,7 +217,9 @@ class Trainer:
             tapes.append((binding, tape, output))
             predictions[binding.predicate] = output.numpy()
         psl_start = time.perf_counter()
-        result = self.bridge.learn_step(predictions, loss=self.loss, weights=self.weights)
+        result = self.bridge.learn_step(
+            predictions, loss=self.loss, weights=self.weights, potentials=self._needs_potentials
+        )
         psl_time = time.perf_counter() - psl_start
         for binding, tape, output in tapes:
             grad = result.neural_gradients[self.bridge._block(binding.predicate).spec.name]
@@ -237,7 +244,9 @@ class Trainer:
         steps = [(binding, *binding.compiled_step()) for binding in self.bindings]
         predictions = {binding.predicate: forward().numpy() for binding, forward, _ in steps}
         psl_start = time.perf_counter()
-        result = self.bridge.learn_step(predictions, loss=self.loss, weights=self.weights)
+        result = self.bridge.learn_step(
+            predictions, loss=self.loss, weights=self.weights, potentials=self._needs_potentials
+        )
         psl_time = time.perf_counter() - psl_start
         for binding, _, backward in steps:
             grad = result.neural_gradients[self.bridge._block(binding.predicate).spec.name]

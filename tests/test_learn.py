@@ -240,6 +240,28 @@ def test_labels_are_released_after_a_step():
         assert all(str(atoms[int(i)].getClass().getSimpleName()) == "RandomVariableAtom" for i in index[:10])
 
 
+def test_a_step_without_potentials_gives_the_same_energy_and_gradients():
+    spec, probs = _add1(n=6, labelled=3, seed=4)
+    with Bridge(spec, options=TIGHT) as full, Bridge(spec, options=TIGHT) as lean:
+        with_phi = full.learn_step({"Neural": probs}, reset=True)
+        without = lean.learn_step({"Neural": probs}, reset=True, potentials=False)
+    assert without.rule_potentials is None and with_phi.rule_potentials is not None
+    assert with_phi.latent_atoms > 0  # the energy comes from a latent MAP state, not just the labels
+    assert without.energy == pytest.approx(with_phi.energy, rel=1e-5, abs=1e-7)
+    assert without.loss == without.energy
+    np.testing.assert_allclose(without.neural_gradients["Neural"], with_phi.neural_gradients["Neural"], atol=1e-6)
+
+
+def test_a_weight_step_or_perceptron_loss_needs_potentials():
+    spec, probs = _add1(n=1, labelled=1)
+    with Bridge(spec) as bridge:
+        with pytest.raises(ConfigurationError, match="potentials=False"):
+            bridge.learn_step({"Neural": probs}, weights=WeightOptimizer(), potentials=False)
+        with pytest.raises(ConfigurationError, match="potentials=False"):
+            bridge.learn_step({"Neural": probs}, loss="structured_perceptron", potentials=False)
+        assert bridge.learn_step({"Neural": probs}).rule_potentials.shape == (len(bridge.rule_weights),)
+
+
 def test_unknown_loss_is_refused():
     spec, probs = _add1(n=1, labelled=1)
     with Bridge(spec) as bridge:

@@ -143,7 +143,8 @@ def run_official(
     Returns:
         ``loop_s`` (learning loop), ``steps`` (PSL runs numsteps + 2), ``step_s`` (median time between
         consecutive learning-mode predictions, one per iteration, after the first), ``mean_step_s``
-        (loop over steps, warm-up included), ``total_s`` (whole
+        (loop over steps, warm-up included), ``server_s`` (median seconds per iteration inside the Python
+        deep-model server's handlers; the rest of a step is Java: PSL and the socket), ``total_s`` (whole
         process: JVM, server start, data load, grounding), ``build_s`` (log start to the loop start),
         ``peak_rss_mb`` (java + Python server), ``peak_heap_mb`` and the log.
     """
@@ -175,7 +176,9 @@ def run_official(
         )
         heap = gc_peak_heap_mb(gc_log)
         stamps_file = Path(tmp) / "iterations.txt"
-        stamps = [float(x) for x in stamps_file.read_text().split()] if stamps_file.is_file() else []
+        lines = stamps_file.read_text().splitlines() if stamps_file.is_file() else []
+    stamps = [float(line.split()[0]) for line in lines]
+    server = [float(line.split()[1]) for line in lines]
     log = run.stdout + run.stderr
     times = {}
     for key, pattern in (
@@ -190,11 +193,13 @@ def run_official(
         raise RuntimeError(f"official NeuPSL run failed (exit {run.returncode}):\n{log[-4000:]}")
     loop = times["end"] - times["start"]
     gaps = sorted(b - a for a, b in zip(stamps[1:], stamps[2:]))  # the first iteration is the warm-up
+    in_server = sorted(b - a for a, b in zip(server[1:], server[2:]))
     return {
         "loop_s": loop,
         "steps": steps + 2,
         "step_s": gaps[len(gaps) // 2] if gaps else loop / (steps + 2),
         "mean_step_s": loop / (steps + 2),
+        "server_s": in_server[len(in_server) // 2] if in_server else float("nan"),
         "total_s": run.wall_s,
         "build_s": times["start"] - times["first"],
         "peak_rss_mb": run.peak_rss_mb,

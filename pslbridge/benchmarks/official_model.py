@@ -29,9 +29,10 @@ class OfficialKerasModel(_DeepModel):  # type: ignore[misc,valid-type]
     """The benchmark's network behind pslpython's DeepModel interface (loaded by the jar's Python server).
 
     Predicate options (from the runtime config): ``network`` (``lenet`` or ``dense``), ``class-size``,
-    ``features`` (inputs per entity), ``learning-rate``, ``seed``, ``style``, ``timing-path`` (a
-    timestamp per learning-mode prediction, i.e. per iteration, is appended there) and, for the
-    accuracy comparison, ``save-path`` (the jar calls save once learning ends; the weights go there as ``.npz``).
+    ``features`` (inputs per entity), ``learning-rate``, ``seed``, ``style``, ``timing-path`` (per
+    learning-mode prediction, i.e. per iteration, the time and the seconds this server has spent in its
+    handlers so far are appended there) and, for the accuracy comparison, ``save-path`` (the jar calls
+    save once learning ends; the weights go there as ``.npz``).
 
     ``style="paper"`` (default) is how the NeuPSL authors' MNIST-Addition and citation models are
     written: the learning-mode prediction runs eagerly under a persistent ``GradientTape`` and ``fit``
@@ -52,6 +53,7 @@ class OfficialKerasModel(_DeepModel):  # type: ignore[misc,valid-type]
 
         options = options or {}
         self._options = dict(options)
+        self._server_s = 0.0  # seconds spent in this server's predict and fit handlers
         self._kind = str(options.get("network", "lenet"))
         self._style = str(options.get("style", "paper"))
         self._tape: Any = None
@@ -110,9 +112,6 @@ class OfficialKerasModel(_DeepModel):  # type: ignore[misc,valid-type]
         """Class probabilities for the requested entities."""
         import tensorflow as tf
 
-        if (options or {}).get("learn") and self._options.get("timing-path"):
-            with open(self._options["timing-path"], "a") as handle:  # one line per learning iteration
-                handle.write(f"{time.perf_counter()}\n")
         if self._style == "compiled":
             predict, _ = self._compiled()
             return np.asarray(predict(self._inputs(data))), {}
@@ -134,7 +133,31 @@ class OfficialKerasModel(_DeepModel):  # type: ignore[misc,valid-type]
             np.savez(path, *self._network.get_weights())
         return {}
 
+    def _stamp(self) -> None:
+        """Append ``<time> <server seconds so far>`` to ``timing-path`` (once per learning iteration)."""
+        path = self._options.get("timing-path")
+        if path:
+            with open(path, "a") as handle:
+                handle.write(f"{time.perf_counter()} {self._server_s}\n")
+
+    def fit_predicate(self, options: dict[str, Any] | None = None) -> dict:
+        """The pslpython handler, timed (reading gradients, assembling the data, fitting)."""
+        start = time.perf_counter()
+        try:
+            return super().fit_predicate(options=options if options is not None else {})
+        finally:
+            self._server_s += time.perf_counter() - start
+
     def _predict_predicate(self, learn: bool, options: dict[str, Any] | None = None) -> dict:
+        if learn:
+            self._stamp()
+        start = time.perf_counter()
+        try:
+            return self._predict_predicate_body(learn, options)
+        finally:
+            self._server_s += time.perf_counter() - start
+
+    def _predict_predicate_body(self, learn: bool, options: dict[str, Any] | None = None) -> dict:
         # pslpython 2.4.1's version, except numpy.array(..., copy=False), which is an error on NumPy 2.
         options = options or {}
         options["learn"] = learn

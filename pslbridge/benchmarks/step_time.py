@@ -15,7 +15,10 @@ pslbridge, official, ...), ``repeats`` times; the table reports medians.
 Step time is the median time of one learning iteration after the first (warm-up) one: for the official
 loop the time between consecutive learning-mode predictions (its deep model timestamps each), for
 pslbridge ``Trainer``'s step time; the mean over all steps (warm-up included: PSL's loop time over
-numsteps + 2 steps) is reported next to it. Peak RSS is the process tree's (java + Python server for the
+numsteps + 2 steps) is reported next to it. Where the time goes: the official run's deep model times
+its server's handlers (reading PSL's arrays, assembling the data as pslpython does, predict, fit; the
+rest of an iteration is Java: PSL and the socket), pslbridge's Trainer times ``learn_step`` (the rest
+is the network's forward and backward passes). Peak RSS is the process tree's (java + Python server for the
 official run); peak heap is the largest pre-collection occupancy in the JVM's GC log.
 
 Run: ``python -m pslbridge.benchmarks steps --problems add1-300 add1-3000 --steps 20 --repeats 5``
@@ -48,6 +51,8 @@ _RUN_FIELDS = [
     "steps",
     "step_s",
     "mean_step_s",
+    "server_s",
+    "psl_s",
     "epoch_s",
     "loop_s",
     "build_s",
@@ -135,6 +140,8 @@ def run(
         for side, rows in (("official", runs[name]), ("pslbridge", runs["pslbridge"])):
             for key in ("step_s", "mean_step_s", "epoch_s", "build_s", "total_s", "peak_rss_mb", "peak_heap_mb"):
                 row[f"{side}_{key}"] = _median(rows, key)
+        row["official_server_s"] = _median(runs[name], "server_s")
+        row["pslbridge_psl_s"] = _median(runs["pslbridge"], "psl_s")
         row["ratio"] = row["official_step_s"] / row["pslbridge_step_s"]
         append_csv(out / "steps.csv", row, list(row))
         summary.append(row)
@@ -154,16 +161,19 @@ def write_table(out: Path) -> str:
         rows = list(csv.DictReader(handle))
     lines = [
         "| problem | official run | steps | official s/step | pslbridge s/step | official / pslbridge "
-        "| official s/epoch | pslbridge s/epoch | mean s/step with warm-up (official, pslbridge) "
+        "| official s/epoch | pslbridge s/epoch | official: in deep-model server s/step "
+        "| pslbridge: in learn_step s/step | mean s/step with warm-up (official, pslbridge) "
         "| peak RSS MB (official, pslbridge) | peak heap MB (official, pslbridge) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         f = {k: float(v) for k, v in r.items() if k not in ("problem", "official")}
         lines.append(
             f"| {r['problem']} | {r['official']} | {int(f['steps'])} | {f['official_step_s']:.3f} | "
             f"{f['pslbridge_step_s']:.3f} | {f['ratio']:.2f}x | {f['official_epoch_s']:.3f} | "
-            f"{f['pslbridge_epoch_s']:.3f} | {f['official_mean_step_s']:.3f}, {f['pslbridge_mean_step_s']:.3f} | "
+            f"{f['pslbridge_epoch_s']:.3f} | {f.get('official_server_s', float('nan')):.3f} | "
+            f"{f.get('pslbridge_psl_s', float('nan')):.3f} | "
+            f"{f['official_mean_step_s']:.3f}, {f['pslbridge_mean_step_s']:.3f} | "
             f"{f['official_peak_rss_mb']:.0f}, {f['pslbridge_peak_rss_mb']:.0f} | "
             f"{f['official_peak_heap_mb']:.0f}, {f['pslbridge_peak_heap_mb']:.0f} |"
         )

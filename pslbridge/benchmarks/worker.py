@@ -71,6 +71,7 @@ def _steps(request: dict[str, Any]) -> dict[str, Any]:
         "step_s": float(np.median(history.history["step_time"][1:] or history.history["step_time"])),
         "epoch_s": float(np.median(after_warmup)),
         "mean_step_s": loop / steps,
+        "psl_s": float(np.median(history.history["psl_time"][1:] or history.history["psl_time"])),
     }
 
 
