@@ -77,7 +77,8 @@ def run_all(out: Path, quick: bool, skip: list[str]) -> int:
     notes = "Stages and their wall time in this run:\n\n" + "\n".join(f"- `{t}`" for t in timings)
     if failed:
         notes += f"\n\n**Failed stages:** {', '.join(failed)} (their tables are missing)."
-    path = report.write_report(out, notes)
+    (out / "stages.md").write_text(notes + "\n")
+    path = report.write_report(out)
     print(path.read_text())
     return len(failed)
 

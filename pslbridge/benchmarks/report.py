@@ -60,6 +60,12 @@ def goals(out: Path) -> list[tuple[str, str, str]]:
                 "Overhead including Φ and neural gradients ≤ 1 % of an ADMM solve",
                 "holds" if worst[0] <= 1.0 else "missed",
                 ", ".join(f"{pct:.2f} % at {atoms} atoms" for pct, atoms in full)
+                + (
+                    "; with frozen rule weights (one objective pass instead of Φ): "
+                    + ", ".join(f"{_f(r, 'frozen_pct'):.2f} %" for r in overhead)
+                    if "frozen_pct" in overhead[0]
+                    else ""
+                )
                 + " (Φ and gradients are the engine's own passes over the ground terms, which the official loop "
                 "runs too; see overhead.md)",
             )
@@ -186,6 +192,8 @@ def _plots(out: Path) -> list[str]:
 def write_report(out: Path, notes: str = "") -> Path:
     """Write ``report.md`` (and the plots) under ``out`` from the CSVs found there.
 
+    ``stages.md`` (what ``all`` ran, with wall times) and ``notes`` go at the top.
+
     Returns:
         The report's path.
     """
@@ -197,6 +205,8 @@ def write_report(out: Path, notes: str = "") -> Path:
         f"{platform.system()} {platform.release()}. All contenders ran on it in the same invocation, interleaved.",
         "",
     ]
+    if (out / "stages.md").is_file():
+        lines += [(out / "stages.md").read_text().strip(), ""]
     if notes:
         lines += [notes, ""]
     found = goals(out)
