@@ -132,7 +132,8 @@ def _plots(out: Path) -> list[str]:
     steps = _rows(out / "steps.csv")
     if steps:
         fig, ax = plt.subplots(figsize=(6, 3.5))
-        labels = [f"{r['problem']}\n({r['official']})" for r in steps]
+        variant = {"official": "paper model", "official-compiled": "compiled", "official-TRACE": "TRACE"}
+        labels = [f"{r['problem']}\n{variant.get(r['official'], r['official'])}" for r in steps]
         x = range(len(steps))
         ax.bar([i - 0.2 for i in x], [_f(r, "official_step_s") for r in steps], 0.4, label="official NeuPSL")
         ax.bar([i + 0.2 for i in x], [_f(r, "pslbridge_step_s") for r in steps], 0.4, label="pslbridge")
@@ -144,7 +145,7 @@ def _plots(out: Path) -> list[str]:
         fig.savefig(out / "steps.png", dpi=120)
         plt.close(fig)
         made.append("steps.png")
-        fig, ax = plt.subplots(figsize=(6, 3.5))
+        fig, ax = plt.subplots(figsize=(8, 3.8))
         official_rss = [_f(r, "official_peak_rss_mb") for r in steps]
         ax.bar([i - 0.2 for i in x], official_rss, 0.4, label="official (java + server)")
         ax.bar([i + 0.2 for i in x], [_f(r, "pslbridge_peak_rss_mb") for r in steps], 0.4, label="pslbridge")
