@@ -217,3 +217,23 @@ def test_visual_sudoku_learns_to_distinguish_symbols_without_labels(mnist):
     val = make_puzzles(y_test, 10, rng, exclude=test.images.reshape(-1))
     result = _neupsl(SudokuSetting(puzzles=8, epochs=8, steps_per_epoch=20), train, val, test, mnist)
     assert result["distinguish_acc"] >= 55
+
+
+def test_add2_place_decoding_reads_flat_sum_atoms(jvm_started):
+    """Peaked-but-soft digit predictions (0.6 on the true digit) leave MNIST-Add2's Sum atoms flat (all tied,
+    so their argmax is the first sum), while the same MAP state read through ImageDigitSum decodes every sum."""
+    from pslbridge import Bridge
+    from pslbridge.experiments.mnist_add import addition_spec, make_additions
+    from pslbridge.experiments.mnist_add_runner import sum_predictions
+
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 10, size=200)
+    additions = make_additions(labels, 2, 40, rng)  # 10 additions of two two-digit numbers
+    digits = labels[additions.image_ids]
+    probs = rng.dirichlet(np.ones(10), size=len(digits)) * 0.4
+    probs[np.arange(len(digits)), digits] += 0.6
+    with Bridge(addition_spec(additions, labelled=False, phase="infer")) as bridge:
+        via_sums, _ = sum_predictions(bridge, additions, probs.astype(np.float32))
+        via_places, _ = sum_predictions(bridge, additions, probs.astype(np.float32), decode="places")
+    assert (via_places == additions.sums).all()
+    assert (via_sums == additions.sums).mean() < 0.5
