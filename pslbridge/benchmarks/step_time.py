@@ -8,8 +8,8 @@ pslbridge, official, ...), ``repeats`` times; the table reports medians.
   (:func:`~pslbridge.benchmarks.official.run_official`), at PSL's default log level, the deep model
   written as the NeuPSL authors write theirs (eager, persistent tape). Optional, labelled rows:
   ``official-compiled`` (the deep model graph-compiled like pslbridge's Trainer: what is left is the
-  bridge's own difference) and ``official-TRACE`` (the paper configs' log level; it adds a MAP solve
-  per step).
+  bridge's own difference) and ``official-TRACE`` (the log level of the paper's configs, at which PSL
+  does and logs more per step).
 - pslbridge: :mod:`~pslbridge.benchmarks.worker` (``Trainer.fit``, one full-batch learn step per epoch).
 
 Step time is the median time of one learning iteration after the first (warm-up) one: for the official
