@@ -194,11 +194,6 @@ class Trainer:
         self.stop_training = False
         self.last_step: LearnResult | None = None
 
-    @property
-    def _needs_potentials(self) -> bool:
-        """Φ is only needed for a weight step or a loss built from it; frozen weights skip its passes."""
-        return self.weights is not None or self.loss != "energy"
-
     def train_step(self) -> dict[str, float]:
         """One learning step: predict, learn_step, backpropagate ∂energy/∂prediction.
 
@@ -216,17 +211,31 @@ class Trainer:
                 output = binding.model(binding.inputs, training=True)
             tapes.append((binding, tape, output))
             predictions[binding.predicate] = output.numpy()
-        psl_start = time.perf_counter()
-        result = self.bridge.learn_step(
-            predictions, loss=self.loss, weights=self.weights, potentials=self._needs_potentials
-        )
-        psl_time = time.perf_counter() - psl_start
+        result, psl_time = self._learn(predictions)
         for binding, tape, output in tapes:
-            grad = result.neural_gradients[self.bridge._block(binding.predicate).spec.name]
+            grad = self._gradient(result, binding)
             variables = binding.model.trainable_variables
             grads = tape.gradient(output, variables, output_gradients=tf.convert_to_tensor(grad, output.dtype))
             binding.optimizer.apply_gradients([(g, v) for g, v in zip(grads, variables) if g is not None])
         return self._logs(result, start, psl_time)
+
+    def _learn(self, predictions: dict[str, np.ndarray]) -> tuple[LearnResult, float]:
+        """``learn_step`` on the predictions, and the seconds it took.
+
+        Φ is only needed for a weight step or a loss built from it; frozen weights skip its passes.
+        """
+        start = time.perf_counter()
+        result = self.bridge.learn_step(
+            predictions,
+            loss=self.loss,
+            weights=self.weights,
+            potentials=self.weights is not None or self.loss != "energy",
+        )
+        return result, time.perf_counter() - start
+
+    def _gradient(self, result: LearnResult, binding: NeuralBinding) -> np.ndarray:
+        """∂loss/∂prediction for one binding's predicate."""
+        return result.neural_gradients[self.bridge._block(binding.predicate).spec.name]
 
     def _logs(self, result: LearnResult, start: float, psl_time: float) -> dict[str, float]:
         self.last_step = result
@@ -243,13 +252,9 @@ class Trainer:
         start = time.perf_counter()
         steps = [(binding, *binding.compiled_step()) for binding in self.bindings]
         predictions = {binding.predicate: forward().numpy() for binding, forward, _ in steps}
-        psl_start = time.perf_counter()
-        result = self.bridge.learn_step(
-            predictions, loss=self.loss, weights=self.weights, potentials=self._needs_potentials
-        )
-        psl_time = time.perf_counter() - psl_start
+        result, psl_time = self._learn(predictions)
         for binding, _, backward in steps:
-            grad = result.neural_gradients[self.bridge._block(binding.predicate).spec.name]
+            grad = self._gradient(result, binding)
             backward(tf.convert_to_tensor(grad, dtype=tf.float32))
         return self._logs(result, start, psl_time)
 
