@@ -17,6 +17,26 @@ def test_add1_counts_and_sums():
     np.testing.assert_array_equal(s.sums, LABELS[s.image_ids[s.groups[:, 0]]] + LABELS[s.image_ids[s.groups[:, 1]]])
 
 
+@pytest.mark.parametrize("digits", [1, 2])
+def test_batches_partition_the_additions(digits):
+    s = make_additions(LABELS, digits, 400 * digits, np.random.default_rng(3), n_resampled=40)
+    parts = s.batches(7)
+    assert [p.n_additions for p in parts] == [len(c) for c in np.array_split(np.arange(s.n_additions), 7)]
+    np.testing.assert_array_equal(np.concatenate([p.sums for p in parts]), s.sums)
+    np.testing.assert_array_equal(
+        np.concatenate([p.image_ids for p in parts]), s.image_ids[: s.n_additions * 2 * digits]
+    )
+    for p in parts:  # self-contained: positions 0..n-1, sums still match the images
+        assert sorted(p.groups.ravel().tolist()) == list(range(len(p.image_ids)))
+        if digits == 1:
+            np.testing.assert_array_equal(
+                p.sums, LABELS[p.image_ids[p.groups[:, 0]]] + LABELS[p.image_ids[p.groups[:, 1]]]
+            )
+    for bad in (0, s.n_additions + 1):
+        with pytest.raises(ValueError, match="batches must be between 1 and"):
+            s.batches(bad)
+
+
 def test_add2_sums_use_tens_first():
     s = make_additions(LABELS, 2, 40, np.random.default_rng(1))
     d = LABELS[s.image_ids[s.groups]]

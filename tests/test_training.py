@@ -237,3 +237,32 @@ def test_add2_place_decoding_reads_flat_sum_atoms(jvm_started):
         via_places, _ = sum_predictions(bridge, additions, probs.astype(np.float32), decode="places")
     assert (via_places == additions.sums).all()
     assert (via_sums == additions.sums).mean() < 0.5
+
+
+def test_add2_neupsl_model_is_the_authors_form(jvm_started):
+    """models/mnist-addition/mnist-add2-neupsl.psl: the figure's rules with the 8 constraint rules as linear
+    hinges plus the class-balance prior, whose potential at one-hot predictions on digit 0 is
+    (1-0.1)^2 + 9·(0-0.1)^2 = 0.9."""
+    from pslbridge import Bridge
+    from pslbridge.experiments.mnist_add import add2_spec, addition_spec, make_additions
+
+    rng = np.random.default_rng(0)
+    additions = make_additions(rng.integers(0, 10, size=200), 2, 40, rng)
+    probs = np.zeros((len(additions.image_ids), 10), dtype=np.float32)
+    probs[:, 0] = 1.0
+    with (
+        Bridge(addition_spec(additions, labelled=False, phase="infer")) as figure,
+        Bridge(addition_spec(additions, labelled=False, phase="infer", model="neupsl")) as neupsl,
+    ):
+        neupsl.infer({"Neural": probs})
+        fig_rules, ours = figure.rules_table(), neupsl.rules_table()
+    assert len(ours) == len(fig_rules) + 1
+    prior = ours.iloc[-1]
+    assert "|IMG|" in prior["rule"].upper() and prior["weight"] == pytest.approx(0.1)
+    # One equality per digit, grounded as two hinges (<= and >=).
+    assert prior["ground_terms"] == 20 and prior["potential"] == pytest.approx(0.9, rel=1e-6)
+    constraints = [r for r in ours["rule"][ours["weighted"]] if ">=" in r]
+    assert len(constraints) == 8 and all("^2" not in r for r in constraints)
+    assert all("^2" in r for r in fig_rules["rule"][fig_rules["weighted"]])
+    with pytest.raises(ValueError, match="unknown MNIST-Add2 model 'paper'"):
+        add2_spec([(0, 1, 2, 3)], model="paper")

@@ -39,6 +39,11 @@ __all__ = [
 _MODELS = Path(__file__).resolve().parent.parent.parent / "models" / "mnist-addition"
 ADD1_RULES = _MODELS / "mnist-add1.psl"
 ADD2_RULES = _MODELS / "mnist-add2.psl"
+ADD2_NEUPSL_RULES = _MODELS / "mnist-add2-neupsl.psl"
+
+#: MNIST-Add2 rule files by name: the paper figure, or the NeuPSL authors' experiment form
+#: (linear constraint hinges and a class-balance prior).
+ADD2_MODELS = {"figure": ADD2_RULES, "neupsl": ADD2_NEUPSL_RULES}
 
 
 def digit_sum_rows() -> list[tuple[int, int, int]]:
@@ -190,6 +195,7 @@ def add2_spec(
     *,
     phase: str = "infer",
     options: dict[str, str] | None = None,
+    model: str = "figure",
 ) -> ModelSpec:
     """Build the MNIST-Add2 program: numbers (img1 img2) + (img3 img4), img1/img3 the tens digits.
 
@@ -198,6 +204,11 @@ def add2_spec(
         sums: Labels (0..198) per addition; ``None`` entries (or no list) leave an addition unlabelled.
         phase: ``"infer"`` or ``"learn"``.
         options: PSL options.
+        model: ``"figure"`` (``mnist-add2.psl``, the paper figure) or ``"neupsl"``
+            (``mnist-add2-neupsl.psl``, the authors' experiment form); see :data:`ADD2_MODELS`.
+
+    Raises:
+        ValueError: ``model`` is not a key of :data:`ADD2_MODELS`.
 
     Returns:
         The model; ``ImageDigitSum`` atoms are latent (never labelled).
@@ -207,11 +218,13 @@ def add2_spec(
         >>> len(spec.tables("Sum", "targets")[0]), len(spec.tables("ImageDigitSum", "targets")[0])
         (199, 38)
     """
+    if model not in ADD2_MODELS:
+        raise ValueError(f"unknown MNIST-Add2 model {model!r}; choose one of {sorted(ADD2_MODELS)}")
     quads_arr = np.asarray(quads, dtype=np.int64).reshape(-1, 4)
     places = [(a, c) for a, _, c, _ in quads_arr.tolist()] + [(b, d) for _, b, _, d in quads_arr.tolist()]
     latent = {"ImageDigitSum": [(a, b, z) for a, b in dict.fromkeys(places) for z in range(19)]}
     return _addition_program(
-        ADD2_RULES,
+        ADD2_MODELS[model],
         quads_arr,
         sums,
         "Sum",
@@ -280,6 +293,34 @@ class AdditionSet:
         """Number of additions."""
         return int(self.groups.shape[0])
 
+    def batches(self, n: int) -> list[AdditionSet]:
+        """Split into ``n`` consecutive batches of additions (sizes differ by at most one).
+
+        Each batch is a self-contained :class:`AdditionSet` (its groups index its own
+        ``image_ids``), so it gets its own ground program: a mini-batch of the training
+        program's connected components.
+
+        Raises:
+            ValueError: ``n`` is not between 1 and the number of additions.
+
+        Example:
+            >>> s = make_additions(np.arange(40) % 10, 1, 20, np.random.default_rng(0))
+            >>> [b.n_additions for b in s.batches(3)], s.batches(3)[1].groups[0].tolist()
+            ([4, 3, 3], [0, 1])
+        """
+        if not 1 <= n <= self.n_additions:
+            raise ValueError(f"batches must be between 1 and {self.n_additions} (the additions); got {n}")
+        per = self.groups.shape[1]
+        out = []
+        for chunk in np.array_split(np.arange(self.n_additions), n):
+            lo, hi = int(chunk[0]), int(chunk[-1]) + 1
+            groups = self.groups[lo:hi]
+            first, last = int(groups.min()), int(groups.max()) + 1
+            if last - first != (hi - lo) * per:
+                raise ValueError("batches need the additions' images in order (as make_additions builds them)")
+            out.append(AdditionSet(self.image_ids[first:last], groups - first, self.sums[lo:hi], self.digits))
+        return out
+
 
 def make_additions(
     labels: np.ndarray,
@@ -320,9 +361,16 @@ def make_additions(
 
 
 def addition_spec(
-    additions: AdditionSet, *, labelled: bool = True, phase: str = "learn", options: dict[str, str] | None = None
+    additions: AdditionSet,
+    *,
+    labelled: bool = True,
+    phase: str = "learn",
+    options: dict[str, str] | None = None,
+    model: str = "figure",
 ) -> ModelSpec:
     """The PSL program of an :class:`AdditionSet` (entities are list positions).
+
+    ``model`` picks the MNIST-Add2 rule file (see :func:`add2_spec`); Add1 has one model.
 
     Example:
         >>> s = make_additions(np.arange(40) % 10, 1, 8, np.random.default_rng(0))
@@ -332,7 +380,7 @@ def addition_spec(
     sums = additions.sums.tolist() if labelled else None
     if additions.digits == 1:
         return add1_spec([tuple(g) for g in additions.groups.tolist()], sums, phase=phase, options=options)
-    return add2_spec([tuple(g) for g in additions.groups.tolist()], sums, phase=phase, options=options)
+    return add2_spec([tuple(g) for g in additions.groups.tolist()], sums, phase=phase, options=options, model=model)
 
 
 # --- networks (paper's neural architecture table) ----------------------------------------------

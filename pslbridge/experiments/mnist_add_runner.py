@@ -64,6 +64,9 @@ class Setting:
         admm_iterations: ADMM cap while learning (paper: 500 for Add1, 100 for Add2).
         learning_rate: Adam learning rate of the network (paper: 1e-3).
         baseline_epochs: Epochs of the CNN baseline (early stopping on validation, patience 10).
+        model: MNIST-Add2 rule file: ``"figure"`` (paper figure) or ``"neupsl"`` (authors' experiment form).
+        batches: Mini-batches of training additions (1 = the paper's full batch); each is its own ground
+            program and one learning step.
     """
 
     digits: int = 1
@@ -76,12 +79,16 @@ class Setting:
     admm_iterations: int = 500
     learning_rate: float = 1e-3
     baseline_epochs: int = 50
+    model: str = "figure"
+    batches: int = 1
 
     @property
     def name(self) -> str:
-        """A short label such as ``add1-300`` or ``add1-40+20``."""
+        """A short label such as ``add1-300``, ``add1-40+20`` or ``add2-150-neupsl``."""
         extra = f"+{self.overlap}" if self.overlap else ""
-        return f"add{self.digits}-{self.additions}{extra}"
+        model = f"-{self.model}" if self.model != "figure" else ""
+        batches = f"-b{self.batches}" if self.batches > 1 else ""
+        return f"add{self.digits}-{self.additions}{extra}{model}{batches}"
 
 
 def sum_predictions(
@@ -147,9 +154,10 @@ def _neupsl(setting: Setting, split: int, seed: int, data: tuple, mnist: tuple) 
     val_inputs, test_inputs = prepare_images(x_test[val.image_ids]), prepare_images(x_test[test.image_ids])
     options = {"admmreasoner.maxiterations": str(setting.admm_iterations)}
     t0 = time.perf_counter()
-    train_bridge = Bridge(addition_spec(train), options=options)
-    val_bridge = Bridge(addition_spec(val, labelled=False, phase="infer"))
-    test_bridge = Bridge(addition_spec(test, labelled=False, phase="infer"))
+    parts = train.batches(setting.batches) if setting.batches > 1 else [train]
+    train_bridges = [Bridge(addition_spec(part, model=setting.model), options=options) for part in parts]
+    val_bridge = Bridge(addition_spec(val, labelled=False, phase="infer", model=setting.model))
+    test_bridge = Bridge(addition_spec(test, labelled=False, phase="infer", model=setting.model))
     build = time.perf_counter() - t0
     best = {"val_sum_acc": -1.0, "weights": None, "epoch": -1}
 
@@ -164,21 +172,32 @@ def _neupsl(setting: Setting, split: int, seed: int, data: tuple, mnist: tuple) 
             logs["val_place_sum_acc"] = float((decode_sums(result, val, "places") == val.sums).mean())
         return logs
 
-    trainer = Trainer(
-        train_bridge,
-        [NeuralBinding("Neural", model, inputs)],
-        evaluate=evaluate,
-        steps_per_epoch=setting.steps_per_epoch,
-    )
+    # One Trainer per mini-batch (one ground program each), all sharing the network and its optimizer;
+    # with batches=1 this is the paper's full-batch regime. An epoch is steps_per_epoch passes over
+    # the batches, in a seeded random order, then one evaluation.
+    offsets = np.cumsum([0] + [len(part.image_ids) for part in parts])
+    trainers = [
+        Trainer(b, [NeuralBinding("Neural", model, inputs[offsets[i] : offsets[i + 1]])])
+        for i, b in enumerate(train_bridges)
+    ]
+    order_rng = np.random.default_rng(seed + split)
     history: dict[str, list[float]] = {}
     t1 = time.perf_counter()
     for epoch in range(setting.epochs):
-        logs = trainer.fit(1, verbose=0).history
-        for key, values in logs.items():
-            history.setdefault(key, []).extend(values)
+        steps = [
+            trainers[i].train_step()
+            for _ in range(setting.steps_per_epoch)
+            for i in order_rng.permutation(len(trainers))
+        ]
+        logs = {key: float(np.mean([step[key] for step in steps])) for key in steps[0]}
+        logs["energy"] = float(np.sum([step["energy"] for step in steps[-len(trainers) :]]))
+        logs.update(evaluate())
+        for key, value in logs.items():
+            history.setdefault(key, []).append(value)
         # Ties go to the later epoch: early on (MNIST-Add2) validation sum accuracy sits at 0 for a while.
         # MNIST-Add2 selects on the place-sum decoding of the MAP state (see decode_sums).
-        score = logs["val_place_sum_acc" if setting.digits == 2 else "val_sum_acc"][-1]
+        score = logs["val_place_sum_acc" if setting.digits == 2 else "val_sum_acc"]
+        log.info("%s split %d epoch %d: %s", setting.name, split, epoch, {k: round(v, 4) for k, v in logs.items()})
         if score >= best["val_sum_acc"]:
             best.update(val_sum_acc=score, weights=model.get_weights(), epoch=epoch)
     learn_time = time.perf_counter() - t1
@@ -188,7 +207,7 @@ def _neupsl(setting: Setting, split: int, seed: int, data: tuple, mnist: tuple) 
     predicted = decode_sums(result, test)
     places = decode_sums(result, test, "places")
     infer_times = [sum_predictions(test_bridge, test, probs)[1] for _ in range(3)]
-    for bridge in (train_bridge, val_bridge, test_bridge):
+    for bridge in (*train_bridges, val_bridge, test_bridge):
         bridge.close()
     return {
         "method": "NeuPSL",
@@ -351,8 +370,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline-epochs", type=int, default=50)
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--model",
+        choices=("figure", "neupsl"),
+        default="figure",
+        help="MNIST-Add2 rules: the paper figure or the authors' experiment form",
+    )
+    parser.add_argument("--batches", type=int, default=1, help="mini-batches of training additions (1 = full batch)")
     parser.add_argument("--out", type=Path, default=Path("out/mnist-add"))
     args = parser.parse_args(argv)
+    logging.basicConfig(format="%(asctime)s %(message)s")
+    log.setLevel(logging.INFO)  # one line per epoch: the runs are long
     setting = Setting(
         digits=args.digits,
         additions=args.additions,
@@ -364,6 +392,8 @@ def main(argv: list[str] | None = None) -> int:
         admm_iterations=args.admm_iterations or (500 if args.digits == 1 else 100),
         learning_rate=args.learning_rate,
         baseline_epochs=args.baseline_epochs,
+        model=args.model,
+        batches=args.batches,
     )
     run_setting(setting, args.splits, args.seed, args.out, baseline=not args.no_baseline)
     print(write_table(args.out))
