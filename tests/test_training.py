@@ -266,3 +266,19 @@ def test_add2_neupsl_model_is_the_authors_form(jvm_started):
     assert all("^2" in r for r in fig_rules["rule"][fig_rules["weighted"]])
     with pytest.raises(ValueError, match="unknown MNIST-Add2 model 'paper'"):
         add2_spec([(0, 1, 2, 3)], model="paper")
+
+
+def test_runner_minibatches_train_one_network(mnist):
+    """The runner's --batches path: 100 Add1 additions in 4 mini-batches (4 ground programs, one network and
+    optimizer shared), 8 epochs × 5 passes = 160 updates. Same thresholds and reasoning as the full-batch
+    end-to-end test above (untrained: ~10 % digits and sums)."""
+    from pslbridge.experiments.mnist_add_runner import Setting, _neupsl, _split_data
+
+    setting = Setting(
+        digits=1, additions=100, test_additions=200, val_additions=50, epochs=8, steps_per_epoch=5, batches=4
+    )
+    data = _split_data(setting, 0, 0, mnist[1], mnist[3])
+    result = _neupsl(setting, 0, 0, data, mnist)
+    history = result["history"]
+    assert len(history["energy"]) == 8 and history["energy"][-1] < 0.5 * history["energy"][0]
+    assert result["digit_acc"] >= 45 and result["sum_acc"] >= 20
