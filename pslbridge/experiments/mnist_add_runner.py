@@ -274,24 +274,30 @@ def _cnn_baseline(setting: Setting, split: int, seed: int, data: tuple, mnist: t
     }
 
 
-def run_setting(setting: Setting, splits: int, seed: int, out: Path, baseline: bool = True) -> list[dict[str, Any]]:
-    """Run all splits of one setting; append rows to ``results.csv`` and draw the learning curves."""
+def run_setting(
+    setting: Setting, splits: int, seed: int, out: Path, baseline: bool = True, first_split: int = 0
+) -> list[dict[str, Any]]:
+    """Run splits ``first_split .. first_split + splits - 1``; append rows to ``results.csv``, draw the curves.
+
+    A split's data depend only on ``seed`` and its number, so one setting can be spread over several runs.
+    """
     mnist = load_mnist()
     rows = []
     histories = []
-    for split in range(splits):
+    for split in range(first_split, first_split + splits):
         data = _split_data(setting, split, seed, mnist[1], mnist[3])
         methods = [_neupsl] + ([_cnn_baseline] if baseline else [])
         for method in methods:
             result = method(setting, split, seed, data, mnist)
             history = result.pop("history", None)
             if history is not None:
-                histories.append(history)
+                histories.append((split, history))
             row = {"setting": setting.name, "split": split, **asdict(setting), **result}
             rows.append(row)
             print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
             append_csv(out / "results.csv", row, _FIELDS)
-    _plot(histories, out / f"curves-{setting.name}.png", setting.name)
+    first = f"-from{first_split}" if first_split else ""
+    _plot(histories, out / f"curves-{setting.name}{first}.png", setting.name)
     return rows
 
 
@@ -312,7 +318,7 @@ _FIELDS = [
 ]
 
 
-def _plot(histories: list[dict[str, list[float]]], path: Path, title: str) -> None:
+def _plot(histories: list[tuple[int, dict[str, list[float]]]], path: Path, title: str) -> None:
     if not histories:
         return
     import matplotlib
@@ -321,7 +327,7 @@ def _plot(histories: list[dict[str, list[float]]], path: Path, title: str) -> No
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
-    for i, history in enumerate(histories):
+    for i, history in histories:
         axes[0].plot(history["energy"], label=f"split {i}")
         axes[1].plot([100 * v for v in history["val_sum_acc"]], label=f"split {i}")
     axes[0].set(title=f"{title}: training energy", xlabel="epoch", yscale="log")
@@ -368,6 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--additions", type=int, default=300)
     parser.add_argument("--overlap", type=int, default=0, help="extra images re-sampled with replacement")
     parser.add_argument("--splits", type=int, default=5)
+    parser.add_argument("--first-split", type=int, default=0, help="number of the first split (continue a run)")
     parser.add_argument("--epochs", type=int, default=25)
     parser.add_argument("--steps-per-epoch", type=int, default=20)
     parser.add_argument("--test-additions", type=int)
@@ -405,6 +412,6 @@ def main(argv: list[str] | None = None) -> int:
         batches=args.batches,
         eval_admm_iterations=args.eval_admm_iterations or (100 if args.digits == 2 else None),
     )
-    run_setting(setting, args.splits, args.seed, args.out, baseline=not args.no_baseline)
+    run_setting(setting, args.splits, args.seed, args.out, baseline=not args.no_baseline, first_split=args.first_split)
     print(write_table(args.out))
     return 0
