@@ -53,7 +53,7 @@ reproduce-mnist-add: setup data
 	$(PY) -m pslbridge.experiments mnist-add --digits 2 --additions 150 --splits 5 --model neupsl \
 		--batches 5 --epochs 20 --steps-per-epoch 5 --out out/mnist-add
 	$(PY) -m pslbridge.experiments mnist-add --digits 2 --additions 1500 --splits 5 --model neupsl \
-		--batches 50 --epochs 10 --steps-per-epoch 1 --out out/mnist-add
+		--batches 50 --epochs 20 --steps-per-epoch 1 --out out/mnist-add
 
 # >= 10,000 property-based examples (4,500 + 4,500 + 2,250); `make test` runs a few hundred.
 fuzz: setup
