@@ -67,7 +67,8 @@ class Setting:
         model: MNIST-Add2 rule file: ``"figure"`` (paper figure) or ``"neupsl"`` (authors' experiment form).
         batches: Mini-batches of training additions (1 = the paper's full batch); each is its own ground
             program and one learning step.
-        eval_admm_iterations: ADMM cap of validation and test inference (None: PSL's default, 25,000). The
+        eval_admm_iterations: ADMM cap of validation inference, and of the test inference when
+            ``test_admm_iterations`` is None (None: PSL's default, 25,000). The
             NeuPSL authors' MNIST-Add2 config caps every solve at 100; uncapped, a cold test solve on soft
             predictions can run for many minutes.
         test_admm_iterations: ADMM cap of the final test inference (None: ``eval_admm_iterations``). A cold
@@ -152,6 +153,11 @@ def _split_data(setting: Setting, split: int, seed: int, labels_train: np.ndarra
     return train, val, test
 
 
+def _admm_cap(iterations: int | None) -> dict[str, str]:
+    """PSL options capping ADMM at ``iterations`` (none: PSL's default)."""
+    return {"admmreasoner.maxiterations": str(iterations)} if iterations else {}
+
+
 def _neupsl(setting: Setting, split: int, seed: int, data: tuple, mnist: tuple) -> dict[str, Any]:
     x_train, y_train, x_test, y_test = mnist
     train, val, test = data
@@ -159,17 +165,14 @@ def _neupsl(setting: Setting, split: int, seed: int, data: tuple, mnist: tuple) 
     model = lenet(10, setting.learning_rate)
     inputs = prepare_images(x_train[train.image_ids])
     val_inputs, test_inputs = prepare_images(x_test[val.image_ids]), prepare_images(x_test[test.image_ids])
-    options = {"admmreasoner.maxiterations": str(setting.admm_iterations)}
     t0 = time.perf_counter()
     parts = train.batches(setting.batches) if setting.batches > 1 else [train]
+    options = _admm_cap(setting.admm_iterations)
     train_bridges = [Bridge(addition_spec(part, model=setting.model), options=options) for part in parts]
-    eval_options = (
-        {"admmreasoner.maxiterations": str(setting.eval_admm_iterations)} if setting.eval_admm_iterations else {}
-    )
-    val_bridge = Bridge(addition_spec(val, labelled=False, phase="infer", model=setting.model), options=eval_options)
-    test_cap = setting.test_admm_iterations or setting.eval_admm_iterations
-    test_options = {"admmreasoner.maxiterations": str(test_cap)} if test_cap else {}
-    test_bridge = Bridge(addition_spec(test, labelled=False, phase="infer", model=setting.model), options=test_options)
+    val_spec = addition_spec(val, labelled=False, phase="infer", model=setting.model)
+    val_bridge = Bridge(val_spec, options=_admm_cap(setting.eval_admm_iterations))
+    test_spec = addition_spec(test, labelled=False, phase="infer", model=setting.model)
+    test_bridge = Bridge(test_spec, options=_admm_cap(setting.test_admm_iterations or setting.eval_admm_iterations))
     build = time.perf_counter() - t0
     best = {"val_sum_acc": -1.0, "weights": None, "epoch": -1}
 
@@ -397,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--val-additions", type=int, default=100)
     parser.add_argument("--admm-iterations", type=int)
     parser.add_argument(
-        "--eval-admm-iterations", type=int, help="ADMM cap of validation/test inference (default for Add2: 100)"
+        "--eval-admm-iterations", type=int, help="ADMM cap of validation inference (default for Add2: 100)"
     )
     parser.add_argument(
         "--test-admm-iterations", type=int, help="ADMM cap of the final test inference (default for Add2: 1000)"
