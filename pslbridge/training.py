@@ -7,7 +7,8 @@ pushes the predictions, calls :meth:`pslbridge.Bridge.learn_step`, and applies
 ``tape.gradient(predictions, model.trainable_variables, output_gradients=∂energy/∂prediction)``
 with the model's optimizer (the chain rule through the energy, as in NeuPSL). Optionally it
 takes symbolic weight steps, evaluates on a separate program each epoch, and drives Keras
-callbacks (early stopping, checkpoints) and a progress bar.
+callbacks (early stopping, checkpoints) and a progress bar. :meth:`Trainer.batched` trains on
+mini-batches: several ground programs (:class:`Batch`) sharing one network per neural predicate.
 
 TensorFlow is imported lazily; without it this module still imports.
 
@@ -37,7 +38,7 @@ from .bridge import Bridge, LearnResult
 from .errors import ConfigurationError
 from .learning import WeightOptimizer
 
-__all__ = ["History", "NeuralBinding", "Trainer", "set_seed"]
+__all__ = ["Batch", "History", "NeuralBinding", "Trainer", "set_seed"]
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +121,22 @@ class NeuralBinding:
 
 
 @dataclass
+class Batch:
+    """One mini-batch: its own ground program and the bindings that feed it.
+
+    Args:
+        bridge: The batch's training program (``phase="learn"``).
+        bindings: One :class:`NeuralBinding` per neural predicate, with this batch's entity rows.
+
+    Example:
+        >>> Batch(bridges[0], [NeuralBinding("Neural", cnn, images[:60])])  # doctest: +SKIP
+    """
+
+    bridge: Bridge
+    bindings: Sequence[NeuralBinding]
+
+
+@dataclass
 class History:
     """Per-epoch metrics, like Keras' ``History``.
 
@@ -149,7 +166,7 @@ class Trainer:
         evaluate: Called after each epoch; returns metrics (e.g. validation accuracy by ``infer()``
             on a separate program) merged into the epoch's logs.
         loss: ``"energy"`` or ``"structured_perceptron"``.
-        steps_per_epoch: Learning steps per epoch.
+        steps_per_epoch: Learning steps per epoch (with mini-batches: passes over all batches).
         compiled: Run the networks' forward and backward passes as compiled TensorFlow graphs
             (default); False keeps one eager ``GradientTape`` across the PSL call.
 
@@ -168,24 +185,10 @@ class Trainer:
         steps_per_epoch: int = 1,
         compiled: bool = True,
     ) -> None:
-        self.bridge = bridge
-        self.bindings = list(bindings)
-        names = {b.predicate.upper() for b in self.bindings}
-        expected = {p.upper() for p in bridge.neural_predicates}
-        if names != expected:
-            raise ConfigurationError(
-                f"bind exactly the neural predicates {sorted(bridge.neural_predicates)}; "
-                f"got {sorted(b.predicate for b in self.bindings)}"
-            )
-        for binding in self.bindings:
-            n = bridge.neural_shape(binding.predicate)[0]
-            if len(binding.inputs) != n:
-                raise ConfigurationError(
-                    f"inputs for {binding.predicate} have {len(binding.inputs)} rows; the "
-                    f"program has {n} entities (see Bridge.entities)"
-                )
         if steps_per_epoch < 1:
             raise ConfigurationError("steps_per_epoch must be >= 1")
+        self.batches = [Batch(bridge, list(bindings))]
+        _check_batch(self.batches[0], "")
         self.weights = weights
         self.evaluate = evaluate
         self.loss = loss
@@ -193,39 +196,134 @@ class Trainer:
         self.compiled = compiled
         self.stop_training = False
         self.last_step: LearnResult | None = None
+        self.shuffle = False
+        self._order = np.random.default_rng(0)
+        self._weights_from = 0  # the batch whose program holds the current rule weights
 
-    def train_step(self) -> dict[str, float]:
-        """One learning step: predict, learn_step, backpropagate ∂energy/∂prediction.
+    @classmethod
+    def batched(
+        cls,
+        batches: Sequence[Batch],
+        *,
+        shuffle: bool = True,
+        seed: int | None = None,
+        **kwargs: Any,
+    ) -> Trainer:
+        """A trainer over mini-batches: one update per batch, ``steps_per_epoch`` passes per epoch.
+
+        Each batch is its own ground program (for example a slice of the training examples, each
+        slice grounded separately), fed by its own entity rows; every batch binds the same neural
+        predicates to the same networks and optimizers, so all updates train one network per
+        predicate. Rule weights (with ``weights=``) are shared too: each update starts from the
+        weights the previous update left. Epoch logs sum ``loss`` and ``energy`` over one pass
+        (the whole training set's value) and average them over the epoch's passes; times are per
+        update.
+
+        Args:
+            batches: The mini-batches (at least one).
+            shuffle: Visit the batches in a new random order on every pass (default); False keeps
+                the given order.
+            seed: Seed of the visiting order (default: drawn from numpy's global generator, so
+                :func:`set_seed` makes runs repeatable). Checkpoints record the order's state.
+            **kwargs: The remaining :class:`Trainer` arguments (``weights``, ``evaluate``, ...).
+
+        Raises:
+            ConfigurationError: No batch, or a batch binds other predicates, networks or
+                optimizers than the first, or its inputs do not match its program.
+
+        Example:
+            >>> parts = train_set.batches(5)  # doctest: +SKIP
+            >>> trainer = Trainer.batched(  # doctest: +SKIP
+            ...     [Batch(Bridge(addition_spec(p)), [NeuralBinding("Neural", cnn, x[p.image_ids])]) for p in parts],
+            ...     steps_per_epoch=4, seed=0)
+        """
+        batches = list(batches)
+        if not batches:
+            raise ConfigurationError("Trainer.batched needs at least one batch")
+        trainer = cls(batches[0].bridge, batches[0].bindings, **kwargs)
+        first = {b.predicate.upper(): b for b in trainer.bindings}
+        for k, batch in enumerate(batches[1:], start=1):
+            batch = Batch(batch.bridge, list(batch.bindings))
+            _check_batch(batch, f"batch {k}: ")
+            for binding in batch.bindings:
+                shared = first[binding.predicate.upper()]
+                if binding.model is not shared.model:
+                    raise ConfigurationError(
+                        f"batch {k} binds {binding.predicate} to another network than batch 0; "
+                        "mini-batches train one network per neural predicate"
+                    )
+                if binding.optimizer is not shared.optimizer:
+                    raise ConfigurationError(
+                        f"batch {k}'s {binding.predicate} binding has its own optimizer; pass batch 0's "
+                        "optimizer to every binding (or compile the model with one)"
+                    )
+            if len(batch.bridge.rule_weights) != len(trainer.bridge.rule_weights):
+                raise ConfigurationError(f"batch {k}'s program has other rules than batch 0's")
+            trainer.batches.append(batch)
+        trainer.shuffle = shuffle
+        trainer._order = np.random.default_rng(np.random.randint(2**31) if seed is None else seed)
+        return trainer
+
+    @property
+    def bridge(self) -> Bridge:
+        """The (first batch's) training program."""
+        return self.batches[0].bridge
+
+    @property
+    def bindings(self) -> list[NeuralBinding]:
+        """The (first batch's) bindings: one per neural predicate."""
+        return list(self.batches[0].bindings)
+
+    def train_step(self, batch: int = 0) -> dict[str, float]:
+        """One learning step on one batch: predict, learn_step, backpropagate ∂energy/∂prediction.
+
+        Args:
+            batch: Which batch (the only one without mini-batches).
 
         Returns:
             ``{"loss", "energy", "step_time", "psl_time"}`` of this step.
         """
         import tensorflow as tf
 
+        current = self.batches[batch]
+        if self.weights is not None and batch != self._weights_from:
+            current.bridge.rule_weights = self.batches[self._weights_from].bridge.rule_weights
+        self._weights_from = batch
         if self.compiled:
-            return self._compiled_train_step()
+            return self._compiled_train_step(current)
         start = time.perf_counter()
         tapes, predictions = [], {}
-        for binding in self.bindings:
+        for binding in current.bindings:
             with tf.GradientTape() as tape:
                 output = binding.model(binding.inputs, training=True)
             tapes.append((binding, tape, output))
             predictions[binding.predicate] = output.numpy()
-        result, psl_time = self._learn(predictions)
+        result, psl_time = self._learn(current.bridge, predictions)
         for binding, tape, output in tapes:
-            grad = self._gradient(result, binding)
+            grad = self._gradient(current.bridge, result, binding)
             variables = binding.model.trainable_variables
             grads = tape.gradient(output, variables, output_gradients=tf.convert_to_tensor(grad, output.dtype))
             binding.optimizer.apply_gradients([(g, v) for g, v in zip(grads, variables) if g is not None])
         return self._logs(result, start, psl_time)
 
-    def _learn(self, predictions: dict[str, np.ndarray]) -> tuple[LearnResult, float]:
+    def train_pass(self) -> list[dict[str, float]]:
+        """One update on every batch (in a fresh random order when shuffling); the steps' logs.
+
+        Example:
+            >>> [step["energy"] for step in trainer.train_pass()]  # doctest: +SKIP
+            [3.1, 2.7, 2.9]
+        """
+        n = len(self.batches)
+        order = self._order.permutation(n) if self.shuffle else range(n)
+        return [self.train_step(int(i)) for i in order]
+
+    def _learn(self, bridge: Bridge, predictions: dict[str, np.ndarray]) -> tuple[LearnResult, float]:
         """``learn_step`` on the predictions, and the seconds it took.
 
         Φ is only needed for a weight step or a loss built from it; frozen weights skip its passes.
         """
         start = time.perf_counter()
-        result = self.bridge.learn_step(
+        result = bridge.learn_step(
             predictions,
             loss=self.loss,
             weights=self.weights,
@@ -233,9 +331,10 @@ class Trainer:
         )
         return result, time.perf_counter() - start
 
-    def _gradient(self, result: LearnResult, binding: NeuralBinding) -> np.ndarray:
+    @staticmethod
+    def _gradient(bridge: Bridge, result: LearnResult, binding: NeuralBinding) -> np.ndarray:
         """∂loss/∂prediction for one binding's predicate."""
-        return result.neural_gradients[self.bridge._block(binding.predicate).spec.name]
+        return result.neural_gradients[bridge._block(binding.predicate).spec.name]
 
     def _logs(self, result: LearnResult, start: float, psl_time: float) -> dict[str, float]:
         self.last_step = result
@@ -246,15 +345,15 @@ class Trainer:
             "psl_time": psl_time,
         }
 
-    def _compiled_train_step(self) -> dict[str, float]:
+    def _compiled_train_step(self, batch: Batch) -> dict[str, float]:
         import tensorflow as tf
 
         start = time.perf_counter()
-        steps = [(binding, *binding.compiled_step()) for binding in self.bindings]
+        steps = [(binding, *binding.compiled_step()) for binding in batch.bindings]
         predictions = {binding.predicate: forward().numpy() for binding, forward, _ in steps}
-        result, psl_time = self._learn(predictions)
+        result, psl_time = self._learn(batch.bridge, predictions)
         for binding, _, backward in steps:
-            grad = self._gradient(result, binding)
+            grad = self._gradient(batch.bridge, result, binding)
             backward(tf.convert_to_tensor(grad, dtype=tf.float32))
         return self._logs(result, start, psl_time)
 
@@ -264,13 +363,13 @@ class Trainer:
         """Write a checkpoint atomically (temporary file, fsync, rename: never a half-written file).
 
         It holds every bound network's weights and optimizer state, the rule weights, the weight
-        optimizer's step count, the epoch, Python's and numpy's RNG states, the metrics history and the
-        program's atom values (the warm start of the next solve).
+        optimizer's step count, the epoch, Python's and numpy's RNG states, the batch order's state,
+        the metrics history and every batch program's atom values (the warm start of the next solve).
         """
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         state = {
-            "format": 1,
+            "format": 2,
             "epoch": epoch,
             "history": {"history": history.history, "epoch": history.epoch},
             "networks": [
@@ -281,11 +380,12 @@ class Trainer:
                 }
                 for b in self.bindings
             ],
-            "rule_weights": self.bridge.rule_weights,
+            "rule_weights": self.batches[self._weights_from].bridge.rule_weights,
             "weight_steps": None if self.weights is None else self.weights.steps_taken,
             "python_rng": random.getstate(),
             "numpy_rng": np.random.get_state(),
-            "atom_values": self.bridge.program.atom_values(self.bridge.program.rv_count),
+            "batch_order": self._order.bit_generator.state,
+            "atom_values": [b.bridge.program.atom_values(b.bridge.program.rv_count) for b in self.batches],
         }
         fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
         try:
@@ -305,29 +405,39 @@ class Trainer:
         """Restore a checkpoint written by :meth:`save_checkpoint`; returns (epoch, history).
 
         Raises:
-            ConfigurationError: The checkpoint does not match the bound networks or the program.
+            ConfigurationError: The checkpoint does not match the bound networks, the batches or the programs.
         """
         with open(path, "rb") as handle:
             state = pickle.load(handle)  # noqa: S301 - our own checkpoint files
         if [n["predicate"] for n in state["networks"]] != [b.predicate for b in self.bindings]:
             raise ConfigurationError(f"checkpoint {path} is for networks {[n['predicate'] for n in state['networks']]}")
+        values = state["atom_values"] if state.get("format", 1) >= 2 else [state["atom_values"]]
+        if len(values) != len(self.batches):
+            raise ConfigurationError(
+                f"checkpoint {path} has {len(values)} batches; this trainer has {len(self.batches)}"
+            )
+        for k, (batch, saved) in enumerate(zip(self.batches, values)):
+            if saved.shape[0] != batch.bridge.program.rv_count:
+                raise ConfigurationError(f"checkpoint {path} was written for another program (batch {k})")
         for binding, saved in zip(self.bindings, state["networks"]):
             binding.model.set_weights(saved["weights"])
             if saved["optimizer"]:
                 binding.optimizer.build(binding.model.trainable_variables)
                 for variable, value in zip(binding.optimizer.variables, saved["optimizer"]):
                     variable.assign(value)
-        self.bridge.rule_weights = state["rule_weights"]
+        for batch in self.batches:
+            batch.bridge.rule_weights = state["rule_weights"]
+        self._weights_from = 0
         if self.weights is not None and state["weight_steps"] is not None:
             self.weights.steps_taken = state["weight_steps"]
         random.setstate(state["python_rng"])
         np.random.set_state(state["numpy_rng"])
-        program = self.bridge.program
-        values = state["atom_values"]
-        if values.shape[0] != program.rv_count:
-            raise ConfigurationError(f"checkpoint {path} was written for another program")
-        program._atom_store.getAtomValues()[0 : program.rv_count] = values
-        program._dirty_atoms = True
+        if "batch_order" in state:
+            self._order.bit_generator.state = state["batch_order"]
+        for batch, saved in zip(self.batches, values):
+            program = batch.bridge.program
+            program._atom_store.getAtomValues()[0 : program.rv_count] = saved
+            program._dirty_atoms = True
         history = History(state["history"]["history"], state["history"]["epoch"])
         return int(state["epoch"]), history
 
@@ -362,38 +472,32 @@ class Trainer:
             first_epoch = done + 1
             log.info("resuming from %s after epoch %d", checkpoint, done)
         model = self.bindings[0].model
+        updates = self.steps_per_epoch * len(self.batches)
         callback_list = keras.callbacks.CallbackList(
             list(callbacks),
             add_history=False,
             add_progbar=False,
             model=model,
             epochs=epochs,
-            steps=self.steps_per_epoch,
+            steps=updates,
         )
         model.stop_training = False
         callback_list.on_train_begin()
         for epoch in range(first_epoch, epochs):
             callback_list.on_epoch_begin(epoch)
-            bar = keras.utils.Progbar(
-                self.steps_per_epoch, verbose=verbose, stateful_metrics=["energy", "step_time", "psl_time"]
-            )
-            sums: dict[str, float] = {}
-            for step in range(self.steps_per_epoch):
-                logs = self.train_step()
-                for key, value in logs.items():
-                    sums[key] = sums.get(key, 0.0) + value
-                bar.update(step + 1, values=[(k, v) for k, v in logs.items()], finalize=False)
-            epoch_logs = {k: v / self.steps_per_epoch for k, v in sums.items()}
+            bar = keras.utils.Progbar(updates, verbose=verbose, stateful_metrics=["energy", "step_time", "psl_time"])
+            steps: list[dict[str, float]] = []
+            for _ in range(self.steps_per_epoch):
+                for step in self.train_pass():
+                    steps.append(step)
+                    bar.update(len(steps), values=list(step.items()), finalize=False)
+            epoch_logs = _epoch_logs(steps, self.steps_per_epoch)
             if self.evaluate is not None:
                 epoch_logs.update({k: float(v) for k, v in self.evaluate().items()})
             if self.weights is not None:
-                for i, w in enumerate(self.bridge.rule_weights):
+                for i, w in enumerate(self.batches[self._weights_from].bridge.rule_weights):
                     epoch_logs[f"w{i}"] = float(w)
-            bar.update(
-                self.steps_per_epoch,
-                values=[(k, v) for k, v in epoch_logs.items() if not k.startswith("w")],
-                finalize=True,
-            )
+            bar.update(updates, values=[(k, v) for k, v in epoch_logs.items() if not k.startswith("w")], finalize=True)
             history.append(epoch_logs)
             callback_list.on_epoch_end(epoch, epoch_logs)
             if checkpoint is not None:
@@ -402,3 +506,34 @@ class Trainer:
                 break
         callback_list.on_train_end()
         return history
+
+
+def _check_batch(batch: Batch, where: str) -> None:
+    """The bindings cover exactly the program's neural predicates, with one input row per entity."""
+    bridge = batch.bridge
+    names = {b.predicate.upper() for b in batch.bindings}
+    expected = {p.upper() for p in bridge.neural_predicates}
+    if names != expected or len(names) != len(batch.bindings):
+        raise ConfigurationError(
+            f"{where}bind exactly the neural predicates {sorted(bridge.neural_predicates)}; "
+            f"got {sorted(b.predicate for b in batch.bindings)}"
+        )
+    for binding in batch.bindings:
+        n = bridge.neural_shape(binding.predicate)[0]
+        if len(binding.inputs) != n:
+            raise ConfigurationError(
+                f"{where}inputs for {binding.predicate} have {len(binding.inputs)} rows; the "
+                f"program has {n} entities (see Bridge.entities)"
+            )
+
+
+def _epoch_logs(steps: list[dict[str, float]], passes: int) -> dict[str, float]:
+    """An epoch's logs from its steps.
+
+    ``loss`` and ``energy`` are summed over each pass (the training set's value) and averaged over the
+    passes; the other entries are averaged over the steps.
+    """
+    logs = {key: float(np.mean([step[key] for step in steps])) for key in steps[0]}
+    for key in ("loss", "energy"):
+        logs[key] = float(np.sum([step[key] for step in steps])) / passes
+    return logs

@@ -141,6 +141,113 @@ def test_trainer_validates_bindings_and_drives_callbacks(tmp_path):
     assert (tmp_path / "best.keras").is_file()
 
 
+def _dense_model(seed: int = 1):
+    import keras
+
+    set_seed(seed)
+    return keras.Sequential([keras.Input(shape=(4,)), keras.layers.Dense(10, activation="softmax")])
+
+
+_PAIRS = [(0, 1), (2, 3), (4, 5), (6, 7)]
+_SUMS = [3, 9, 12, 5]
+
+
+def test_minibatch_energy_is_the_full_programs_energy():
+    """Two mini-batches of two additions each are disconnected parts of the four-addition program, so with the
+    network frozen (SGD at rate 0) an epoch's energy (summed over the pass) equals the full batch's energy."""
+    import keras
+
+    from pslbridge.experiments.mnist_add import add1_spec
+    from pslbridge.training import Batch
+
+    model = _dense_model()
+    inputs = np.random.default_rng(0).normal(size=(8, 4)).astype(np.float32)
+    frozen = keras.optimizers.SGD(0.0)
+    options = {"admmreasoner.epsilonabs": "1e-7", "admmreasoner.epsilonrel": "1e-7"}
+    with (
+        Bridge(add1_spec(_PAIRS, _SUMS, phase="learn", options=options)) as full,
+        Bridge(add1_spec(_PAIRS[:2], _SUMS[:2], phase="learn", options=options)) as first,
+        Bridge(add1_spec(_PAIRS[2:], _SUMS[2:], phase="learn", options=options)) as second,
+    ):
+        whole = Trainer(full, [NeuralBinding("Neural", model, inputs, frozen)]).fit(1, verbose=0)
+        trainer = Trainer.batched(
+            [
+                Batch(first, [NeuralBinding("Neural", model, inputs[:4], frozen)]),
+                Batch(second, [NeuralBinding("Neural", model, inputs[4:], frozen)]),
+            ],
+            seed=0,
+        )
+        batched = trainer.fit(1, verbose=0)
+    assert len(trainer.batches) == 2 and whole.history["energy"][0] > 0.1
+    assert batched.history["energy"][0] == pytest.approx(whole.history["energy"][0], rel=1e-3)
+
+
+def test_minibatches_share_rule_weights_and_one_network():
+    """Each update starts from the rule weights the previous update (on another batch's program) left,
+    and every update moves the one shared network."""
+    import keras
+
+    from pslbridge.experiments.mnist_add import add1_spec
+    from pslbridge.learning import WeightOptimizer
+    from pslbridge.training import Batch
+
+    model = _dense_model()
+    optimizer = keras.optimizers.SGD(0.1)
+    inputs = np.random.default_rng(0).normal(size=(8, 4)).astype(np.float32)
+    bridges = [Bridge(add1_spec(_PAIRS[i : i + 1], _SUMS[i : i + 1], phase="learn")) for i in range(4)]
+    seen = []  # (weights on entry, weights on exit, network snapshot on entry) per update
+    for bridge in bridges:
+        original = bridge.learn_step
+
+        def recorded(*args, _bridge=bridge, _original=original, **kwargs):
+            entry = (_bridge.rule_weights, model.get_weights()[0].copy())
+            result = _original(*args, **kwargs)
+            seen.append((entry[0], _bridge.rule_weights, entry[1]))
+            return result
+
+        bridge.learn_step = recorded
+    batches = [
+        Batch(b, [NeuralBinding("Neural", model, inputs[2 * i : 2 * i + 2], optimizer)]) for i, b in enumerate(bridges)
+    ]
+    trainer = Trainer.batched(batches, weights=WeightOptimizer(step_size=0.5), seed=3, steps_per_epoch=2)
+    history = trainer.fit(1, verbose=0)
+    for bridge in bridges:
+        bridge.close()
+    assert len(seen) == 8
+    for (_, previous_exit, previous_net), (entry, _, net) in zip(seen, seen[1:]):
+        np.testing.assert_allclose(entry, previous_exit, rtol=1e-6)  # weights carried across programs
+        assert not np.allclose(net, previous_net)  # the previous update trained the shared network
+    assert not np.allclose(seen[0][0], seen[-1][1])  # the weights did move
+    np.testing.assert_allclose([history.history[f"w{i}"][0] for i in range(len(seen[0][1]))], seen[-1][1], rtol=1e-6)
+
+
+def test_batched_trainer_rejects_mismatched_batches():
+    import keras
+
+    from pslbridge.errors import ConfigurationError
+    from pslbridge.experiments.mnist_add import add1_spec
+    from pslbridge.training import Batch
+
+    model, other = _dense_model(1), _dense_model(2)
+    optimizer = keras.optimizers.SGD(0.1)
+    x = np.ones((2, 4), dtype=np.float32)
+    with (
+        Bridge(add1_spec(_PAIRS[:1], _SUMS[:1], phase="learn")) as a,
+        Bridge(add1_spec(_PAIRS[1:2], _SUMS[1:2], phase="learn")) as b,
+    ):
+        first = Batch(a, [NeuralBinding("Neural", model, x, optimizer)])
+        with pytest.raises(ConfigurationError, match="at least one batch"):
+            Trainer.batched([])
+        with pytest.raises(ConfigurationError, match="batch 1 binds Neural to another network"):
+            Trainer.batched([first, Batch(b, [NeuralBinding("Neural", other, x, optimizer)])])
+        with pytest.raises(ConfigurationError, match="batch 1's Neural binding has its own optimizer"):
+            Trainer.batched([first, Batch(b, [NeuralBinding("Neural", model, x, keras.optimizers.SGD(0.1))])])
+        with pytest.raises(ConfigurationError, match="batch 1: inputs for Neural have 3 rows; the program has 2"):
+            Trainer.batched([first, Batch(b, [NeuralBinding("Neural", model, np.ones((3, 4)), optimizer)])])
+        with pytest.raises(ConfigurationError, match="batch 1: bind exactly"):
+            Trainer.batched([first, Batch(b, [])])
+
+
 _RESUME_SCRIPT = """
 import os, signal, sys
 import numpy as np
@@ -148,31 +255,43 @@ import keras
 from pslbridge import Bridge
 from pslbridge.experiments.mnist_add import add1_spec
 from pslbridge.learning import WeightOptimizer
-from pslbridge.training import NeuralBinding, Trainer, set_seed
+from pslbridge.training import Batch, NeuralBinding, Trainer, set_seed
 
 set_seed(0)
 rng = np.random.default_rng(0)
 inputs = rng.normal(size=(8, 6)).astype(np.float32)
 model = keras.Sequential([keras.Input(shape=(6,)), keras.layers.Dense(10, activation="softmax")])
-bridge = Bridge(add1_spec([(0, 1), (2, 3), (4, 5), (6, 7)], sums=[3, 9, 12, 5], phase="learn"))
+pairs, sums = [(0, 1), (2, 3), (4, 5), (6, 7)], [3, 9, 12, 5]
+optimizer = keras.optimizers.Adam(0.05)
+batches = int(os.environ["BATCHES"])
+per = 4 // batches
+bridges = [Bridge(add1_spec(pairs[k * per : (k + 1) * per], sums[k * per : (k + 1) * per], phase="learn"))
+           for k in range(batches)]
 kill_at = int(os.environ.get("KILL_AT_STEP", "-1"))
 
 class Killable(Trainer):
     steps = 0
-    def train_step(self):
+    def train_step(self, batch=0):
         Killable.steps += 1
         if Killable.steps == kill_at:
             os.kill(os.getpid(), signal.SIGKILL)
-        return super().train_step()
+        return super().train_step(batch)
 
-trainer = Killable(bridge, [NeuralBinding("Neural", model, inputs, keras.optimizers.Adam(0.05))],
-                   weights=WeightOptimizer(step_size=0.5), steps_per_epoch=4)
+trainer = Killable.batched(
+    [Batch(b, [NeuralBinding("Neural", model, inputs[2 * k * per : 2 * (k + 1) * per], optimizer)])
+     for k, b in enumerate(bridges)],
+    weights=WeightOptimizer(step_size=0.5), steps_per_epoch=4 // batches,
+)
 history = trainer.fit(6, verbose=0, checkpoint=sys.argv[1], resume=True)
-np.save(sys.argv[2], np.concatenate([bridge.rule_weights, history.history["energy"]]))
+np.save(sys.argv[2], np.concatenate([trainer.bridge.rule_weights, history.history["energy"]]))
 """
 
 
-def test_sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run(tmp_path):
+@pytest.mark.parametrize("batches", [1, 2])
+def test_sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run(tmp_path, batches):
+    """Full batch (4 steps per epoch) and 2 shuffled mini-batches (2 passes of 2 updates per epoch): killed in
+    epoch 4, resumed from the last checkpoint, training ends where an uninterrupted run ends (network, rule
+    weights, the batch order and every program's warm start are restored)."""
     import subprocess
     import sys
 
@@ -186,7 +305,7 @@ def test_sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run(tmp_path):
         return subprocess.run(
             [sys.executable, str(script), str(checkpoint), str(out)],
             cwd=tmp_path,
-            env={**env, "KILL_AT_STEP": str(kill_at)},
+            env={**env, "KILL_AT_STEP": str(kill_at), "BATCHES": str(batches)},
             capture_output=True,
             text=True,
             timeout=300,

@@ -9,8 +9,8 @@
 
 Per split (seeded): training additions from MNIST's training images; validation and test
 additions from MNIST's test images (disjoint). NeuPSL trains the LeNet network through the energy
-loss with full-batch steps; the model of the epoch with the best validation sum accuracy (the later one on ties)
-is tested.
+loss with full-batch steps (or ``--batches K`` mini-batches, :meth:`Trainer.batched`); the model of the
+epoch with the best validation sum accuracy (the later one on ties) is tested.
 
 Example:
     >>> main(["--digits", "1", "--additions", "30", "--splits", "1", "--epochs", "2"])  # doctest: +SKIP
@@ -30,7 +30,7 @@ import numpy as np
 
 from ..bridge import Bridge, InferenceResult
 from ..datasets.mnist import load_mnist
-from ..training import NeuralBinding, Trainer, set_seed
+from ..training import Batch, NeuralBinding, Trainer, set_seed
 from .mnist_add import AdditionSet, addition_spec, lenet, make_additions, prepare_images
 from .reporting import append_csv, mean_std, read_groups
 
@@ -159,6 +159,8 @@ def _admm_cap(iterations: int | None) -> dict[str, str]:
 
 
 def _neupsl(setting: Setting, split: int, seed: int, data: tuple, mnist: tuple) -> dict[str, Any]:
+    import keras
+
     x_train, y_train, x_test, y_test = mnist
     train, val, test = data
     set_seed(seed + split)
@@ -174,7 +176,7 @@ def _neupsl(setting: Setting, split: int, seed: int, data: tuple, mnist: tuple) 
     test_spec = addition_spec(test, labelled=False, phase="infer", model=setting.model)
     test_bridge = Bridge(test_spec, options=_admm_cap(setting.test_admm_iterations or setting.eval_admm_iterations))
     build = time.perf_counter() - t0
-    best = {"val_sum_acc": -1.0, "weights": None, "epoch": -1}
+    best = {"score": -1.0, "weights": None, "epoch": -1}
 
     def evaluate() -> dict[str, float]:
         probs = np.asarray(model(val_inputs, training=False))
@@ -187,34 +189,30 @@ def _neupsl(setting: Setting, split: int, seed: int, data: tuple, mnist: tuple) 
             logs["val_place_sum_acc"] = float((decode_sums(result, val, "places") == val.sums).mean())
         return logs
 
-    # One Trainer per mini-batch (one ground program each), all sharing the network and its optimizer;
-    # with batches=1 this is the paper's full-batch regime. An epoch is steps_per_epoch passes over
-    # the batches, in a seeded random order, then one evaluation.
-    offsets = np.cumsum([0] + [len(part.image_ids) for part in parts])
-    trainers = [
-        Trainer(b, [NeuralBinding("Neural", model, inputs[offsets[i] : offsets[i + 1]])])
-        for i, b in enumerate(train_bridges)
-    ]
-    order_rng = np.random.default_rng(seed + split)
-    history: dict[str, list[float]] = {}
-    t1 = time.perf_counter()
-    for epoch in range(setting.epochs):
-        steps = [
-            trainers[i].train_step()
-            for _ in range(setting.steps_per_epoch)
-            for i in order_rng.permutation(len(trainers))
-        ]
-        logs = {key: float(np.mean([step[key] for step in steps])) for key in steps[0]}
-        logs["energy"] = float(np.sum([step["energy"] for step in steps[-len(trainers) :]]))
-        logs.update(evaluate())
-        for key, value in logs.items():
-            history.setdefault(key, []).append(value)
+    def select(epoch: int, logs: dict[str, float]) -> None:
         # Ties go to the later epoch: early on (MNIST-Add2) validation sum accuracy sits at 0 for a while.
         # MNIST-Add2 selects on the place-sum decoding of the MAP state (see decode_sums).
         score = logs["val_place_sum_acc" if setting.digits == 2 else "val_sum_acc"]
         log.info("%s split %d epoch %d: %s", setting.name, split, epoch, {k: round(v, 4) for k, v in logs.items()})
-        if score >= best["val_sum_acc"]:
-            best.update(val_sum_acc=score, weights=model.get_weights(), epoch=epoch)
+        if score >= best["score"]:
+            best.update(score=score, weights=model.get_weights(), epoch=epoch)
+
+    # One ground program per mini-batch, all feeding the one network; with batches=1 this is the paper's
+    # full-batch regime. An epoch is steps_per_epoch passes over the batches (seeded random order).
+    offsets = np.cumsum([0] + [len(part.image_ids) for part in parts])
+    trainer = Trainer.batched(
+        [
+            Batch(b, [NeuralBinding("Neural", model, inputs[offsets[i] : offsets[i + 1]])])
+            for i, b in enumerate(train_bridges)
+        ],
+        seed=seed + split,
+        evaluate=evaluate,
+        steps_per_epoch=setting.steps_per_epoch,
+    )
+    t1 = time.perf_counter()
+    history = trainer.fit(
+        setting.epochs, verbose=0, callbacks=[keras.callbacks.LambdaCallback(on_epoch_end=select)]
+    ).history
     learn_time = time.perf_counter() - t1
     model.set_weights(best["weights"])
     probs = np.asarray(model(test_inputs, training=False))
