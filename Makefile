@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 
 MNIST := data/cache/mnist/mnist.npz
 
-.PHONY: setup fetch-jars data test demo bench fuzz lint clean info reproduce-mnist-add reproduce-citation reproduce-visual-sudoku
+.PHONY: setup fetch-jars data test demo bench fuzz lint clean info reproduce-mnist-add reproduce-mnist-add-overlap reproduce-citation reproduce-visual-sudoku
 
 setup: $(STAMP) $(JAR)
 
@@ -54,6 +54,13 @@ reproduce-mnist-add: setup data
 		--batches 5 --epochs 20 --steps-per-epoch 5 --out out/mnist-add
 	$(PY) -m pslbridge.experiments mnist-add --digits 2 --additions 1500 --splits 5 --model neupsl \
 		--batches 50 --epochs 20 --steps-per-epoch 1 --out out/mnist-add
+
+# The overlap variant (paper Fig. "varying amounts of overlap"): n unique images, m in {0, n/2, n} re-sampled.
+# MNIST-Add1, n = 40 / 60 / 80 unique images (--additions n/2, --overlap m); about 1 minute per split on 2 cores.
+reproduce-mnist-add-overlap: setup data
+	for n in 20 30 40; do for m in 0 $$n $$((2 * n)); do \
+		$(PY) -m pslbridge.experiments mnist-add --digits 1 --additions $$n --overlap $$m --splits 5 \
+			--out out/mnist-add-overlap || exit 1; done; done
 
 # >= 10,000 property-based examples (4,500 + 4,500 + 2,250); `make test` runs a few hundred.
 fuzz: setup
