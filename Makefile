@@ -51,7 +51,7 @@ reproduce-mnist-add: setup data
 	$(PY) -m pslbridge.experiments mnist-add --digits 1 --additions 300 --splits 5 --out out/mnist-add
 	$(PY) -m pslbridge.experiments mnist-add --digits 1 --additions 3000 --splits 5 --out out/mnist-add
 	$(PY) -m pslbridge.experiments mnist-add --digits 2 --additions 150 --splits 5 --model neupsl \
-		--batches 5 --epochs 20 --steps-per-epoch 5 --out out/mnist-add
+		--batches 15 --epochs 20 --steps-per-epoch 5 --out out/mnist-add
 	$(PY) -m pslbridge.experiments mnist-add --digits 2 --additions 1500 --splits 5 --model neupsl \
 		--batches 50 --epochs 20 --steps-per-epoch 1 --out out/mnist-add
 
