@@ -165,7 +165,6 @@ def _neupsl(setting: Setting, split: int, seed: int, data: tuple, mnist: tuple) 
     train, val, test = data
     set_seed(seed + split)
     model = lenet(10, setting.learning_rate)
-    inputs = prepare_images(x_train[train.image_ids])
     val_inputs, test_inputs = prepare_images(x_test[val.image_ids]), prepare_images(x_test[test.image_ids])
     t0 = time.perf_counter()
     parts = train.batches(setting.batches) if setting.batches > 1 else [train]
@@ -199,11 +198,10 @@ def _neupsl(setting: Setting, split: int, seed: int, data: tuple, mnist: tuple) 
 
     # One ground program per mini-batch, all feeding the one network; with batches=1 this is the paper's
     # full-batch regime. An epoch is steps_per_epoch passes over the batches (seeded random order).
-    offsets = np.cumsum([0] + [len(part.image_ids) for part in parts])
     trainer = Trainer.batched(
         [
-            Batch(b, [NeuralBinding("Neural", model, inputs[offsets[i] : offsets[i + 1]])])
-            for i, b in enumerate(train_bridges)
+            Batch(b, [NeuralBinding("Neural", model, prepare_images(x_train[part.image_ids]))])
+            for part, b in zip(parts, train_bridges)
         ],
         seed=seed + split,
         evaluate=evaluate,
