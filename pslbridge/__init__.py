@@ -17,8 +17,10 @@ from typing import Any
 
 from ._version import __version__
 from .errors import (
+    CheckpointError,
     ClosedError,
     ConfigurationError,
+    DataError,
     EngineError,
     EngineMemoryError,
     JarError,
@@ -41,8 +43,10 @@ _LAZY = {
 
 __all__ = [
     "Bridge",
+    "CheckpointError",
     "ClosedError",
     "ConfigurationError",
+    "DataError",
     "EngineError",
     "EngineMemoryError",
     "InferenceResult",

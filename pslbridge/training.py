@@ -13,19 +13,23 @@ mini-batches: several ground programs (:class:`Batch`) sharing one network per n
 TensorFlow is imported lazily; without it this module still imports.
 
 Example:
-    >>> binding = NeuralBinding("Neural", model, images)  # doctest: +SKIP
-    >>> trainer = Trainer(bridge, [binding], evaluate=lambda: {"val_acc": 0.9})  # doctest: +SKIP
-    >>> history = trainer.fit(epochs=10)  # doctest: +SKIP
-    >>> history.history["energy"][-1]  # doctest: +SKIP
+    >>> from pslbridge import Bridge
+    >>> from pslbridge.experiments.mnist_add import add1_spec
+    >>> from pslbridge.networks import TableNetwork
+    >>> bridge = Bridge(add1_spec([(0, 1)], sums=[18], phase="learn"))   # 9 + 9
+    >>> net = TableNetwork(2, 10, learning_rate=10.0)
+    >>> nines = lambda: {"nines": float(net.forward()[:, 9].mean())}
+    >>> trainer = Trainer(bridge, [NeuralBinding("Neural", net)], evaluate=nines)
+    >>> history = trainer.fit(epochs=3, verbose=0)
+    >>> history.history["nines"][-1] > 0.5
+    True
+    >>> bridge.close()
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import pickle
 import random
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,9 +38,13 @@ from typing import Any
 
 import numpy as np
 
+from . import checkpoints
 from .bridge import Bridge, LearnResult
-from .errors import ConfigurationError
+from .errors import CheckpointError, ConfigurationError
 from .learning import WeightOptimizer
+from .losses import Loss
+from .networks import KerasNetwork, Network, as_network
+from .results import find_key
 
 __all__ = ["Batch", "History", "NeuralBinding", "Trainer", "set_seed"]
 
@@ -61,63 +69,49 @@ def set_seed(seed: int) -> None:
 
 @dataclass
 class NeuralBinding:
-    """A Keras model feeding one neural predicate.
+    """A network feeding one neural predicate.
 
     Args:
         predicate: The neural predicate's name.
-        model: A Keras model mapping ``inputs`` to ``(n_entities, n_classes)`` probabilities.
-        inputs: Model inputs, one row per entity in :meth:`Bridge.entities` order.
+        model: A Keras model mapping ``inputs`` to ``(n_entities, n_classes)`` probabilities, or any
+            :class:`~pslbridge.networks.Network` (such as :class:`~pslbridge.networks.TableNetwork`).
+        inputs: Model inputs, one row per entity in :meth:`Bridge.entities` order (Keras models).
         optimizer: A Keras optimizer (default: the model's compiled optimizer, else Adam 1e-3).
+        compiled: Keras models: graph-compiled forward and backward passes (default).
 
     Example:
-        >>> NeuralBinding("Neural", model, images[ids])  # doctest: +SKIP
+        >>> from pslbridge.networks import TableNetwork
+        >>> NeuralBinding("Neural", TableNetwork(4, 10)).rows
+        4
     """
 
     predicate: str
     model: Any
-    inputs: Any
+    inputs: Any = None
     optimizer: Any = None
+    compiled: bool = True
+    network: Network = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.optimizer is None:
-            self.optimizer = getattr(self.model, "optimizer", None)
-        if self.optimizer is None:
-            import keras
+        self.network = as_network(self.model, self.inputs, self.optimizer, self.compiled)
+        self.optimizer = getattr(self.network, "optimizer", None)
 
-            self.optimizer = keras.optimizers.Adam(1e-3)
+    @property
+    def rows(self) -> int:
+        """The number of entities the network predicts for."""
+        return len(self.inputs) if self.inputs is not None else int(self.network.forward().shape[0])
 
     def predict(self, training: bool = False) -> np.ndarray:
-        """The model's predictions for every entity (no gradient)."""
-        return np.asarray(self.model(self.inputs, training=training))
+        """The model's predictions for every entity (no update).
 
-    def compiled_step(self) -> tuple[Callable[[], Any], Callable[[Any], None]]:
-        """Graph-compiled ``forward()`` and ``backward(output_gradients)`` for this binding.
-
-        The backward pass recomputes the forward pass inside one compiled graph (as NeuPSL's
-        fit does), which on CPU is faster than keeping an eager tape across the PSL call.
+        Example:
+            >>> from pslbridge.networks import TableNetwork
+            >>> NeuralBinding("Neural", TableNetwork(2, 3)).predict().shape
+            (2, 3)
         """
-        cached = getattr(self, "_compiled", None)
-        if cached is not None:
-            return cached
-        import tensorflow as tf
-
-        inputs = tf.convert_to_tensor(self.inputs)
-        model, optimizer = self.model, self.optimizer
-
-        @tf.function
-        def forward() -> Any:
-            return model(inputs, training=True)
-
-        @tf.function
-        def backward(upstream: Any) -> None:
-            with tf.GradientTape() as tape:
-                output = model(inputs, training=True)
-            variables = model.trainable_variables
-            grads = tape.gradient(output, variables, output_gradients=upstream)
-            optimizer.apply_gradients([(g, v) for g, v in zip(grads, variables) if g is not None])
-
-        self._compiled = (forward, backward)
-        return self._compiled
+        if isinstance(self.network, KerasNetwork):
+            return np.asarray(self.model(self.inputs, training=training))
+        return self.network.forward()
 
 
 @dataclass
@@ -129,7 +123,12 @@ class Batch:
         bindings: One :class:`NeuralBinding` per neural predicate, with this batch's entity rows.
 
     Example:
-        >>> Batch(bridges[0], [NeuralBinding("Neural", cnn, images[:60])])  # doctest: +SKIP
+        >>> from pslbridge import Bridge
+        >>> from pslbridge.experiments.mnist_add import add1_spec
+        >>> from pslbridge.networks import TableNetwork
+        >>> with Bridge(add1_spec([(0, 1)], sums=[3], phase="learn")) as bridge:
+        ...     len(Batch(bridge, [NeuralBinding("Neural", TableNetwork(2, 10))]).bindings)
+        1
     """
 
     bridge: Bridge
@@ -165,13 +164,22 @@ class Trainer:
             to keep the rule weights fixed.
         evaluate: Called after each epoch; returns metrics (e.g. validation accuracy by ``infer()``
             on a separate program) merged into the epoch's logs.
-        loss: ``"energy"`` or ``"structured_perceptron"``.
+        loss: A loss of :meth:`pslbridge.Bridge.learn_step` (``"energy"``, ``"bce"``, ...).
         steps_per_epoch: Learning steps per epoch (with mini-batches: passes over all batches).
-        compiled: Run the networks' forward and backward passes as compiled TensorFlow graphs
-            (default); False keeps one eager ``GradientTape`` across the PSL call.
+        compiled: Override every Keras binding's ``compiled`` (graph-compiled passes, or one eager tape across
+            the PSL call); None keeps each binding's own.
 
     Example:
-        >>> Trainer(bridge, [NeuralBinding("Neural", cnn, images)]).fit(epochs=5)  # doctest: +SKIP
+        >>> from pslbridge import Bridge
+        >>> from pslbridge.experiments.mnist_add import add1_spec
+        >>> from pslbridge.networks import TableNetwork
+        >>> bridge = Bridge(add1_spec([(0, 1), (2, 3)], sums=[0, 18], phase="learn"))
+        >>> trainer = Trainer(bridge, [NeuralBinding("Neural", TableNetwork(4, 10, learning_rate=5.0))],
+        ...                   steps_per_epoch=10)
+        >>> history = trainer.fit(epochs=3, verbose=0)
+        >>> history.history["energy"][-1] < history.history["energy"][0]
+        True
+        >>> bridge.close()
     """
 
     def __init__(
@@ -181,19 +189,22 @@ class Trainer:
         *,
         weights: WeightOptimizer | None = None,
         evaluate: Callable[[], Mapping[str, float]] | None = None,
-        loss: str = "energy",
+        loss: str | Loss = "energy",
         steps_per_epoch: int = 1,
-        compiled: bool = True,
+        compiled: bool | None = None,
     ) -> None:
-        if steps_per_epoch < 1:
-            raise ConfigurationError("steps_per_epoch must be >= 1")
+        if not isinstance(steps_per_epoch, int) or steps_per_epoch < 1:
+            raise ConfigurationError(f"steps_per_epoch must be an integer >= 1, got {steps_per_epoch!r}")
+        if compiled is not None:
+            for binding in bindings:
+                if isinstance(binding.network, KerasNetwork):
+                    binding.network.compiled = bool(compiled)
         self.batches = [Batch(bridge, list(bindings))]
         _check_batch(self.batches[0], "")
         self.weights = weights
         self.evaluate = evaluate
         self.loss = loss
         self.steps_per_epoch = steps_per_epoch
-        self.compiled = compiled
         self.stop_training = False
         self.last_step: LearnResult | None = None
         self.shuffle = False
@@ -202,12 +213,7 @@ class Trainer:
 
     @classmethod
     def batched(
-        cls,
-        batches: Sequence[Batch],
-        *,
-        shuffle: bool = True,
-        seed: int | None = None,
-        **kwargs: Any,
+        cls, batches: Sequence[Batch], *, shuffle: bool = True, seed: int | None = None, **kwargs: Any
     ) -> Trainer:
         """A trainer over mini-batches: one update per batch, ``steps_per_epoch`` passes per epoch.
 
@@ -232,33 +238,25 @@ class Trainer:
                 optimizers than the first, or its inputs do not match its program.
 
         Example:
-            >>> parts = train_set.batches(5)  # doctest: +SKIP
-            >>> trainer = Trainer.batched(  # doctest: +SKIP
-            ...     [Batch(Bridge(addition_spec(p)), [NeuralBinding("Neural", cnn, x[p.image_ids])]) for p in parts],
-            ...     steps_per_epoch=4, seed=0)
+            >>> from pslbridge import Bridge
+            >>> from pslbridge.experiments.mnist_add import add1_spec
+            >>> from pslbridge.networks import TableNetwork
+            >>> net = TableNetwork(2, 10)
+            >>> parts = [Bridge(add1_spec([(0, 1)], sums=[3], phase="learn")),
+            ...          Bridge(add1_spec([(0, 1)], sums=[5], phase="learn"))]
+            >>> trainer = Trainer.batched([Batch(b, [NeuralBinding("Neural", net)]) for b in parts], seed=0)
+            >>> len(trainer.train_pass())
+            2
+            >>> for b in parts: b.close()
         """
         batches = list(batches)
         if not batches:
             raise ConfigurationError("Trainer.batched needs at least one batch")
         trainer = cls(batches[0].bridge, batches[0].bindings, **kwargs)
-        first = {b.predicate.upper(): b for b in trainer.bindings}
         for k, batch in enumerate(batches[1:], start=1):
             batch = Batch(batch.bridge, list(batch.bindings))
             _check_batch(batch, f"batch {k}: ")
-            for binding in batch.bindings:
-                shared = first[binding.predicate.upper()]
-                if binding.model is not shared.model:
-                    raise ConfigurationError(
-                        f"batch {k} binds {binding.predicate} to another network than batch 0; "
-                        "mini-batches train one network per neural predicate"
-                    )
-                if binding.optimizer is not shared.optimizer:
-                    raise ConfigurationError(
-                        f"batch {k}'s {binding.predicate} binding has its own optimizer; pass batch 0's "
-                        "optimizer to every binding (or compile the model with one)"
-                    )
-            if len(batch.bridge.rule_weights) != len(trainer.bridge.rule_weights):
-                raise ConfigurationError(f"batch {k}'s program has other rules than batch 0's")
+            _check_shared(batch, trainer.batches[0], k)
             trainer.batches.append(batch)
         trainer.shuffle = shuffle
         trainer._order = np.random.default_rng(np.random.randint(2**31) if seed is None else seed)
@@ -275,7 +273,7 @@ class Trainer:
         return list(self.batches[0].bindings)
 
     def train_step(self, batch: int = 0) -> dict[str, float]:
-        """One learning step on one batch: predict, learn_step, backpropagate ∂energy/∂prediction.
+        """One learning step on one batch: predict, learn_step, backpropagate ∂loss/∂prediction.
 
         Args:
             batch: Which batch (the only one without mini-batches).
@@ -283,60 +281,23 @@ class Trainer:
         Returns:
             ``{"loss", "energy", "step_time", "psl_time"}`` of this step.
         """
-        import tensorflow as tf
-
         current = self.batches[batch]
         if self.weights is not None and batch != self._weights_from:
             current.bridge.rule_weights = self.batches[self._weights_from].bridge.rule_weights
         self._weights_from = batch
-        if self.compiled:
-            return self._compiled_train_step(current)
         start = time.perf_counter()
-        tapes, predictions = [], {}
-        for binding in current.bindings:
-            with tf.GradientTape() as tape:
-                output = binding.model(binding.inputs, training=True)
-            tapes.append((binding, tape, output))
-            predictions[binding.predicate] = output.numpy()
-        result, psl_time = self._learn(current.bridge, predictions)
-        for binding, tape, output in tapes:
-            grad = self._gradient(current.bridge, result, binding)
-            variables = binding.model.trainable_variables
-            grads = tape.gradient(output, variables, output_gradients=tf.convert_to_tensor(grad, output.dtype))
-            binding.optimizer.apply_gradients([(g, v) for g, v in zip(grads, variables) if g is not None])
-        return self._logs(result, start, psl_time)
-
-    def train_pass(self) -> list[dict[str, float]]:
-        """One update on every batch (in a fresh random order when shuffling); the steps' logs.
-
-        Example:
-            >>> [step["energy"] for step in trainer.train_pass()]  # doctest: +SKIP
-            [3.1, 2.7, 2.9]
-        """
-        n = len(self.batches)
-        order = self._order.permutation(n) if self.shuffle else range(n)
-        return [self.train_step(int(i)) for i in order]
-
-    def _learn(self, bridge: Bridge, predictions: dict[str, np.ndarray]) -> tuple[LearnResult, float]:
-        """``learn_step`` on the predictions, and the seconds it took.
-
-        Φ is only needed for a weight step or a loss built from it; frozen weights skip its passes.
-        """
-        start = time.perf_counter()
-        result = bridge.learn_step(
+        predictions = {binding.predicate: binding.network.forward() for binding in current.bindings}
+        t = time.perf_counter()
+        result = current.bridge.learn_step(
             predictions,
             loss=self.loss,
             weights=self.weights,
+            # Φ is only needed for a weight step or a loss built from it; frozen weights skip its passes.
             potentials=self.weights is not None or self.loss != "energy",
         )
-        return result, time.perf_counter() - start
-
-    @staticmethod
-    def _gradient(bridge: Bridge, result: LearnResult, binding: NeuralBinding) -> np.ndarray:
-        """∂loss/∂prediction for one binding's predicate."""
-        return result.neural_gradients[bridge._block(binding.predicate).spec.name]
-
-    def _logs(self, result: LearnResult, start: float, psl_time: float) -> dict[str, float]:
+        psl_time = time.perf_counter() - t
+        for binding in current.bindings:
+            binding.network.backward(result.neural_gradients[find_key(result.neural_gradients, binding.predicate)])
         self.last_step = result
         return {
             "loss": result.loss,
@@ -345,101 +306,76 @@ class Trainer:
             "psl_time": psl_time,
         }
 
-    def _compiled_train_step(self, batch: Batch) -> dict[str, float]:
-        import tensorflow as tf
-
-        start = time.perf_counter()
-        steps = [(binding, *binding.compiled_step()) for binding in batch.bindings]
-        predictions = {binding.predicate: forward().numpy() for binding, forward, _ in steps}
-        result, psl_time = self._learn(batch.bridge, predictions)
-        for binding, _, backward in steps:
-            grad = self._gradient(batch.bridge, result, binding)
-            backward(tf.convert_to_tensor(grad, dtype=tf.float32))
-        return self._logs(result, start, psl_time)
+    def train_pass(self) -> list[dict[str, float]]:
+        """One update on every batch (in a fresh random order when shuffling); the steps' logs."""
+        n = len(self.batches)
+        order = self._order.permutation(n) if self.shuffle else range(n)
+        return [self.train_step(int(i)) for i in order]
 
     # -- checkpoints ------------------------------------------------------------------
 
     def save_checkpoint(self, path: str | Path, epoch: int, history: History) -> Path:
-        """Write a checkpoint atomically (temporary file, fsync, rename: never a half-written file).
+        """Write a checkpoint (see :mod:`pslbridge.checkpoints`: verified, atomic, the previous one kept).
 
-        It holds every bound network's weights and optimizer state, the rule weights, the weight
-        optimizer's step count, the epoch, Python's and numpy's RNG states, the batch order's state,
-        the metrics history and every batch program's atom values (the warm start of the next solve).
+        It holds every bound network's state (weights, optimizer), the rule weights, the weight optimizer's
+        step count, the epoch, Python's and numpy's RNG states, the batch order's state, the metrics history
+        and every batch program's atom values (the warm start of the next solve).
         """
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        state = {
-            "format": 2,
+        arrays: dict[str, np.ndarray] = {"rule_weights": self.batches[self._weights_from].bridge.rule_weights}
+        networks = []
+        for i, binding in enumerate(self.bindings):
+            state = binding.network.get_state()
+            arrays.update({f"net{i}/{j}": np.asarray(a) for j, a in enumerate(state)})
+            networks.append({"predicate": binding.predicate, "arrays": len(state)})
+        for k, batch in enumerate(self.batches):
+            arrays[f"batch{k}/atom_values"] = batch.bridge.program.state()["atom_values"]
+        kind, keys, pos, has_gauss, cached = np.random.get_state()
+        arrays["numpy_rng"] = keys
+        version, python_state, gauss = random.getstate()
+        manifest = {
             "epoch": epoch,
             "history": {"history": history.history, "epoch": history.epoch},
-            "networks": [
-                {
-                    "predicate": b.predicate,
-                    "weights": b.model.get_weights(),
-                    "optimizer": [v.numpy() for v in b.optimizer.variables],
-                }
-                for b in self.bindings
-            ],
-            "rule_weights": self.batches[self._weights_from].bridge.rule_weights,
+            "networks": networks,
+            "batches": len(self.batches),
             "weight_steps": None if self.weights is None else self.weights.steps_taken,
-            "python_rng": random.getstate(),
-            "numpy_rng": np.random.get_state(),
+            "python_rng": [version, list(python_state), gauss],
+            "numpy_rng": [kind, int(pos), int(has_gauss), float(cached)],
             "batch_order": self._order.bit_generator.state,
-            "atom_values": [b.bridge.program.atom_values(b.bridge.program.rv_count) for b in self.batches],
         }
-        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                pickle.dump(state, handle, protocol=pickle.HIGHEST_PROTOCOL)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        for stale in path.parent.glob(path.name + ".*.tmp"):  # left by a process killed while writing
-            stale.unlink(missing_ok=True)
-        return path
+        return checkpoints.write(path, manifest, arrays)
 
     def load_checkpoint(self, path: str | Path) -> tuple[int, History]:
         """Restore a checkpoint written by :meth:`save_checkpoint`; returns (epoch, history).
 
         Raises:
-            ConfigurationError: The checkpoint does not match the bound networks, the batches or the programs.
+            CheckpointError: The file is missing, corrupt, from another version or does not match the bound
+                networks, the batches or the programs (nothing is restored then).
         """
-        with open(path, "rb") as handle:
-            state = pickle.load(handle)  # noqa: S301 - our own checkpoint files
-        if [n["predicate"] for n in state["networks"]] != [b.predicate for b in self.bindings]:
-            raise ConfigurationError(f"checkpoint {path} is for networks {[n['predicate'] for n in state['networks']]}")
-        values = state["atom_values"] if state.get("format", 1) >= 2 else [state["atom_values"]]
-        if len(values) != len(self.batches):
-            raise ConfigurationError(
-                f"checkpoint {path} has {len(values)} batches; this trainer has {len(self.batches)}"
-            )
-        for k, (batch, saved) in enumerate(zip(self.batches, values)):
-            if saved.shape[0] != batch.bridge.program.rv_count:
-                raise ConfigurationError(f"checkpoint {path} was written for another program (batch {k})")
-        for binding, saved in zip(self.bindings, state["networks"]):
-            binding.model.set_weights(saved["weights"])
-            if saved["optimizer"]:
-                binding.optimizer.build(binding.model.trainable_variables)
-                for variable, value in zip(binding.optimizer.variables, saved["optimizer"]):
-                    variable.assign(value)
-        for batch in self.batches:
-            batch.bridge.rule_weights = state["rule_weights"]
+        manifest, arrays = checkpoints.read(path)
+        networks = manifest["networks"]
+        if [n["predicate"] for n in networks] != [b.predicate for b in self.bindings]:
+            raise CheckpointError(f"it holds networks for {[n['predicate'] for n in networks]}", path=path)
+        if manifest["batches"] != len(self.batches):
+            raise CheckpointError(f"it has {manifest['batches']} batches, this trainer {len(self.batches)}", path=path)
+        for k, batch in enumerate(self.batches):
+            if arrays[f"batch{k}/atom_values"].shape[0] != batch.bridge.program.rv_count:
+                raise CheckpointError(f"it was written for another program (batch {k})", path=path)
+        for i, (binding, saved) in enumerate(zip(self.bindings, networks)):
+            binding.network.set_state([arrays[f"net{i}/{j}"] for j in range(saved["arrays"])])
+        for k, batch in enumerate(self.batches):
+            saved = {"atom_values": arrays[f"batch{k}/atom_values"], "rule_weights": arrays["rule_weights"]}
+            batch.bridge.program.restore(saved)
         self._weights_from = 0
-        if self.weights is not None and state["weight_steps"] is not None:
-            self.weights.steps_taken = state["weight_steps"]
-        random.setstate(state["python_rng"])
-        np.random.set_state(state["numpy_rng"])
-        if "batch_order" in state:
-            self._order.bit_generator.state = state["batch_order"]
-        for batch, saved in zip(self.batches, values):
-            program = batch.bridge.program
-            program._atom_store.getAtomValues()[0 : program.rv_count] = saved
-            program._dirty_atoms = True
-        history = History(state["history"]["history"], state["history"]["epoch"])
-        return int(state["epoch"]), history
+        if self.weights is not None and manifest["weight_steps"] is not None:
+            self.weights.steps_taken = int(manifest["weight_steps"])
+        version, python_state, gauss = manifest["python_rng"]
+        random.setstate((version, tuple(python_state), gauss))
+        kind, pos, has_gauss, cached = manifest["numpy_rng"]
+        np.random.set_state((kind, arrays["numpy_rng"], pos, has_gauss, cached))
+        self._order.bit_generator.state = manifest["batch_order"]
+        return int(manifest["epoch"]), History(manifest["history"]["history"], manifest["history"]["epoch"])
+
+    # -- the loop ---------------------------------------------------------------------
 
     def fit(
         self,
@@ -453,59 +389,138 @@ class Trainer:
         """Train for ``epochs`` epochs (or until a callback stops training).
 
         Args:
-            epochs: Number of epochs.
+            epochs: Number of epochs (>= 0).
             callbacks: Keras callbacks (``EarlyStopping``, ``ModelCheckpoint``, ...); they see the first
                 bound model as ``self.model`` and the epoch logs.
             verbose: 1 for a Keras progress bar per epoch, 0 for silence.
-            checkpoint: Write a checkpoint here after every epoch (atomically).
-            resume: Continue from ``checkpoint`` if it exists (after the epoch it recorded).
+            checkpoint: Write a checkpoint here after every epoch (see :mod:`pslbridge.checkpoints`); the path
+                is checked before the first epoch.
+            resume: Continue from ``checkpoint`` (after the epoch it recorded) when it exists; when only the
+                previous one (``<name>.prev``) is left (a crash between two renames), from that one.
 
         Returns:
             The per-epoch :class:`History` (``loss``, ``energy``, ``step_time`` and evaluation metrics).
-        """
-        import keras
 
-        history = History()
-        first_epoch = 0
-        if resume and checkpoint is not None and Path(checkpoint).is_file():
-            done, history = self.load_checkpoint(checkpoint)
-            first_epoch = done + 1
-            log.info("resuming from %s after epoch %d", checkpoint, done)
-        model = self.bindings[0].model
-        updates = self.steps_per_epoch * len(self.batches)
-        callback_list = keras.callbacks.CallbackList(
-            list(callbacks),
-            add_history=False,
-            add_progbar=False,
-            model=model,
-            epochs=epochs,
-            steps=updates,
-        )
-        model.stop_training = False
-        callback_list.on_train_begin()
+        Raises:
+            ConfigurationError: ``epochs`` is not a non-negative integer.
+            CheckpointError: The checkpoint path cannot be written, or the checkpoint to resume from is corrupt.
+        """
+        if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 0:
+            raise ConfigurationError(f"epochs must be an integer >= 0, got {epochs!r}")
+        history, first_epoch = History(), 0
+        if checkpoint is not None:
+            checkpoint = checkpoints.check_path(checkpoint)
+            source = _resume_source(checkpoint) if resume else None
+            if source is not None:
+                done, history = self.load_checkpoint(source)
+                first_epoch = done + 1
+                log.info("resuming from %s after epoch %d", source, done)
+        hooks = _Hooks(callbacks, verbose, self.bindings[0].model, epochs, self.steps_per_epoch * len(self.batches))
+        hooks.train_begin()
         for epoch in range(first_epoch, epochs):
-            callback_list.on_epoch_begin(epoch)
-            bar = keras.utils.Progbar(updates, verbose=verbose, stateful_metrics=["energy", "step_time", "psl_time"])
-            steps: list[dict[str, float]] = []
-            for _ in range(self.steps_per_epoch):
-                for step in self.train_pass():
-                    steps.append(step)
-                    bar.update(len(steps), values=list(step.items()), finalize=False)
-            epoch_logs = _epoch_logs(steps, self.steps_per_epoch)
-            if self.evaluate is not None:
-                epoch_logs.update({k: float(v) for k, v in self.evaluate().items()})
-            if self.weights is not None:
-                for i, w in enumerate(self.batches[self._weights_from].bridge.rule_weights):
-                    epoch_logs[f"w{i}"] = float(w)
-            bar.update(updates, values=[(k, v) for k, v in epoch_logs.items() if not k.startswith("w")], finalize=True)
+            epoch_logs = self._epoch(epoch, hooks)
             history.append(epoch_logs)
-            callback_list.on_epoch_end(epoch, epoch_logs)
+            hooks.epoch_end(epoch, epoch_logs)
             if checkpoint is not None:
                 self.save_checkpoint(checkpoint, epoch, history)
-            if model.stop_training or self.stop_training:
+            if hooks.stop_requested() or self.stop_training:
                 break
-        callback_list.on_train_end()
+        hooks.train_end()
         return history
+
+    def _epoch(self, epoch: int, hooks: _Hooks) -> dict[str, float]:
+        hooks.epoch_begin(epoch)
+        steps: list[dict[str, float]] = []
+        for _ in range(self.steps_per_epoch):
+            for step in self.train_pass():
+                steps.append(step)
+                hooks.progress(len(steps), step)
+        epoch_logs = _epoch_logs(steps, self.steps_per_epoch)
+        if self.evaluate is not None:
+            epoch_logs.update({k: float(v) for k, v in self.evaluate().items()})
+        if self.weights is not None:
+            for i, w in enumerate(self.batches[self._weights_from].bridge.rule_weights):
+                epoch_logs[f"w{i}"] = float(w)
+        hooks.progress_done({k: v for k, v in epoch_logs.items() if not k.startswith("w")})
+        return epoch_logs
+
+
+class _Hooks:
+    """Keras callbacks and progress bar around the loop (Keras is imported only when they are used)."""
+
+    def __init__(self, callbacks: Sequence[Any], verbose: int, model: Any, epochs: int, updates: int) -> None:
+        self.updates, self.verbose, self.model = updates, verbose, model
+        self.keras: Any = None
+        self.callbacks: Any = None
+        self.bar: Any = None
+        if callbacks or verbose:
+            import keras
+
+            self.keras = keras
+            self.callbacks = keras.callbacks.CallbackList(
+                list(callbacks), add_history=False, add_progbar=False, model=model, epochs=epochs, steps=updates
+            )
+            model.stop_training = False
+
+    def train_begin(self) -> None:
+        if self.callbacks is not None:
+            self.callbacks.on_train_begin()
+
+    def epoch_begin(self, epoch: int) -> None:
+        if self.callbacks is not None:
+            self.callbacks.on_epoch_begin(epoch)
+        if self.verbose:
+            self.bar = self.keras.utils.Progbar(self.updates, stateful_metrics=["energy", "step_time", "psl_time"])
+
+    def progress(self, done: int, logs: Mapping[str, float]) -> None:
+        if self.bar is not None:
+            self.bar.update(done, values=list(logs.items()), finalize=False)
+
+    def progress_done(self, logs: Mapping[str, float]) -> None:
+        if self.bar is not None:
+            self.bar.update(self.updates, values=list(logs.items()), finalize=True)
+
+    def epoch_end(self, epoch: int, logs: dict[str, float]) -> None:
+        if self.callbacks is not None:
+            self.callbacks.on_epoch_end(epoch, logs)
+
+    def stop_requested(self) -> bool:
+        return bool(getattr(self.model, "stop_training", False)) if self.callbacks is not None else False
+
+    def train_end(self) -> None:
+        if self.callbacks is not None:
+            self.callbacks.on_train_end()
+
+
+def _resume_source(checkpoint: Path) -> Path | None:
+    if checkpoint.is_file():
+        return checkpoint
+    previous = checkpoints.previous(checkpoint)
+    if previous.is_file():
+        log.warning(
+            "%s is missing but %s exists (a crash while replacing it): resuming from that", checkpoint, previous
+        )
+        return previous
+    return None
+
+
+def _check_shared(batch: Batch, first: Batch, k: int) -> None:
+    """A later batch binds the same networks and optimizers as the first, and has the same rules."""
+    shared = {b.predicate.upper(): b for b in first.bindings}
+    for binding in batch.bindings:
+        other = shared[binding.predicate.upper()]
+        if binding.model is not other.model:
+            raise ConfigurationError(
+                f"batch {k} binds {binding.predicate} to another network than batch 0; "
+                "mini-batches train one network per neural predicate"
+            )
+        if binding.optimizer is not other.optimizer:
+            raise ConfigurationError(
+                f"batch {k}'s {binding.predicate} binding has its own optimizer; pass batch 0's "
+                "optimizer to every binding (or compile the model with one)"
+            )
+    if len(batch.bridge.rule_weights) != len(first.bridge.rule_weights):
+        raise ConfigurationError(f"batch {k}'s program has other rules than batch 0's")
 
 
 def _check_batch(batch: Batch, where: str) -> None:
@@ -520,9 +535,9 @@ def _check_batch(batch: Batch, where: str) -> None:
         )
     for binding in batch.bindings:
         n = bridge.neural_shape(binding.predicate)[0]
-        if len(binding.inputs) != n:
+        if binding.rows != n:
             raise ConfigurationError(
-                f"{where}inputs for {binding.predicate} have {len(binding.inputs)} rows; the "
+                f"{where}inputs for {binding.predicate} have {binding.rows} rows; the "
                 f"program has {n} entities (see Bridge.entities)"
             )
 

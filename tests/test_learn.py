@@ -26,19 +26,14 @@ FD_OPTIONS = {
 
 
 def _phi_from_ground_terms(bridge: Bridge) -> np.ndarray:
-    """Independent Φ: each ground term's own evaluateIncompatibility, summed per rule in Python."""
+    """Independent Φ: every ground term (exported from PSL's term store) evaluated in numpy, summed per rule."""
     program = bridge.program
-    values = program._atom_store.getAtomValues()
-    rules = [str(r) for r in program.rules]
-    weighted = [rules[i] for i in bridge._weighted]
-    sums = dict.fromkeys(weighted, 0.0)
-    store = program._term_store
-    for i in range(int(store.size())):
-        term = store.get(i)
-        if term.isConstraint():
-            continue
-        sums[str(term.getRule())] += float(term.evaluateIncompatibility(values))
-    return np.array([sums[r] for r in weighted])
+    table = program.terms.table()
+    incompatibility = table.incompatibility(program.atom_values()).astype(np.float64)
+    sums = np.bincount(
+        table.rule[~table.constraint], weights=incompatibility[~table.constraint], minlength=len(program.rules)
+    )
+    return sums[program.weighted_rules]
 
 
 def _add1(n, labelled, seed=0, peaked=0.6):
@@ -59,9 +54,9 @@ def test_potentials_match_ground_terms_on_labelled_model():
     with Bridge(load_model(SA, phase="learn"), options=TIGHT) as bridge:
         result = bridge.learn_step()
         assert result.latent_atoms == 0 and result.labelled_atoms == 40
-        bridge.program.learning.fix()
+        bridge.program.labels.fix()
         expected = _phi_from_ground_terms(bridge)
-        bridge.program.learning.unfix()
+        bridge.program.labels.unfix()
     np.testing.assert_allclose(result.rule_potentials, expected, rtol=1e-4, atol=1e-6)
     assert result.loss == pytest.approx(
         float(np.dot(bridge_weights_before := result.rule_weights, result.rule_potentials)), rel=1e-6
@@ -80,11 +75,11 @@ def test_potentials_match_ground_terms_with_latent_variables():
         result = bridge.learn_step({"Neural": probs.astype(np.float32)})
         assert result.latent_atoms == 4 * 19 + 199 and result.labelled_atoms == 199
         assert result.iterations["latent"] > 0
-        bridge.program.learning.fix()
+        bridge.program.labels.fix()
         expected = _phi_from_ground_terms(bridge)
         weights = bridge.rule_weights
         energy, violated = bridge.objective()
-        bridge.program.learning.unfix()
+        bridge.program.labels.unfix()
     np.testing.assert_allclose(result.rule_potentials, expected, rtol=1e-4, atol=1e-6)
     # Σ_r w_r Φ_r is the objective the reasoner reports at the latent MAP state.
     assert float(np.dot(weights, result.rule_potentials)) == pytest.approx(energy, rel=1e-4, abs=1e-6)
@@ -222,9 +217,9 @@ def test_constraint_learning_skips_inference():
     with Bridge(spec, options=TIGHT) as bridge:
         result = bridge.learn_step({"Neural": probs}, constraint_learning=True)
         assert result.iterations["latent"] == 0
-        bridge.program.learning.fix()
+        bridge.program.labels.fix()
         expected = _phi_from_ground_terms(bridge)
-        bridge.program.learning.unfix()
+        bridge.program.labels.unfix()
     np.testing.assert_allclose(result.rule_potentials, expected, rtol=1e-4, atol=1e-6)
 
 
@@ -235,9 +230,8 @@ def test_labels_are_released_after_a_step():
         # After the step, MAP inference may move the labelled atoms again.
         result = bridge.infer()
         assert result.violated_constraints == 0
-        atoms = bridge.program._atom_store.getAtoms()
-        index = bridge.program.learning.label_index
-        assert all(str(atoms[int(i)].getClass().getSimpleName()) == "RandomVariableAtom" for i in index[:10])
+        index = bridge.program.labels.label_index
+        assert all(kind == "RandomVariableAtom" for kind in bridge.program.atoms.kinds(index[:10]))
 
 
 def test_a_step_without_potentials_gives_the_same_energy_and_gradients():

@@ -6,8 +6,10 @@ and heap), then writes ``report.md`` with the goals, tables and plots under ``--
 minutes.
 
 Example:
-    >>> main(["all", "--quick", "--out", "/tmp/bench"])  # doctest: +SKIP
-    0
+    >>> main(["no-such-stage"])
+    Traceback (most recent call last):
+    ...
+    SystemExit: 2
 """
 
 import argparse

@@ -10,7 +10,10 @@ Run: ``python -m pslbridge.benchmarks accuracy --problem add1-300 --steps 100 --
 Writes ``accuracy.csv`` and ``accuracy.md``.
 
 Example:
-    >>> main(["--problem", "add1-30", "--steps", "3", "--seeds", "0"])  # doctest: +SKIP
+    >>> main(["--problem", "no-such-problem"])
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown benchmark problem 'no-such-problem': expected add1-<additions>, citeseer or cora
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from ..experiments.arguments import positive_int
 from ..experiments.reporting import append_csv, mean_std, read_groups
 
 __all__ = ["main", "run", "score"]
@@ -115,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
     parser = argparse.ArgumentParser(prog="python -m pslbridge.benchmarks accuracy")
     parser.add_argument("--problem", default="add1-300")
-    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--steps", type=positive_int, default=100)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--out", type=Path, default=Path("out/bench"))
     args = parser.parse_args(argv)

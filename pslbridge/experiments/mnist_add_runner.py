@@ -13,7 +13,10 @@ loss with full-batch steps (or ``--batches K`` mini-batches, :meth:`Trainer.batc
 epoch with the best validation sum accuracy (the later one on ties) is tested.
 
 Example:
-    >>> main(["--digits", "1", "--additions", "30", "--splits", "1", "--epochs", "2"])  # doctest: +SKIP
+    >>> main(["--digits", "3"])
+    Traceback (most recent call last):
+    ...
+    SystemExit: 2
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import numpy as np
 from ..bridge import Bridge, InferenceResult
 from ..datasets.mnist import load_mnist
 from ..training import Batch, NeuralBinding, Trainer, set_seed
+from .arguments import non_negative_int, positive_float, positive_int
 from .mnist_add import AdditionSet, addition_spec, lenet, make_additions, prepare_images
 from .reporting import append_csv, mean_std, read_groups
 
@@ -105,8 +109,14 @@ def sum_predictions(
     """MAP sum of each addition (see :func:`decode_sums`) and the inference time.
 
     Example:
-        >>> sum_predictions(bridge, test_set, probs)  # doctest: +SKIP
-        (array([ 7, 12, ...]), 0.05)
+        >>> from pslbridge.experiments.mnist_add import addition_spec, make_additions
+        >>> labels = np.array([3, 4, 9, 9, 0, 6])
+        >>> test = make_additions(labels, 1, 6, np.random.default_rng(0))
+        >>> probs = np.full((6, 10), 0.02); probs[np.arange(6), labels[test.image_ids]] = 0.82
+        >>> with Bridge(addition_spec(test, labelled=False, phase="infer")) as bridge:
+        ...     sums, seconds = sum_predictions(bridge, test, probs)
+        >>> sums.tolist() == test.sums.tolist()
+        True
     """
     start = time.perf_counter()
     result = bridge.infer({"Neural": probs})
@@ -124,8 +134,14 @@ def decode_sums(result: InferenceResult, additions: AdditionSet, decode: str = "
     by ``IDS10 + IDS1 - 1``).
 
     Example:
-        >>> decode_sums(bridge.infer({"Neural": probs}), test_set, "places")  # doctest: +SKIP
-        array([ 97, 112, ...])
+        >>> from pslbridge.experiments.mnist_add import addition_spec, make_additions
+        >>> labels = np.array([1, 2, 3, 4])  # 12 + 34
+        >>> test = make_additions(labels, 2, 4, np.random.default_rng(0))
+        >>> probs = np.full((4, 10), 0.02); probs[np.arange(4), labels[test.image_ids]] = 0.82
+        >>> with Bridge(addition_spec(test, labelled=False, phase="infer", model="neupsl")) as bridge:
+        ...     result = bridge.infer({"Neural": probs})
+        >>> decode_sums(result, test, "places").tolist() == test.sums.tolist()
+        True
     """
     if decode == "places" and additions.digits == 2:
         frame = result.to_frame("ImageDigitSum")
@@ -384,34 +400,38 @@ def write_table(out: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point (``python -m pslbridge.experiments mnist-add ...``)."""
-    parser = argparse.ArgumentParser(prog="python -m pslbridge.experiments mnist-add")
-    parser.add_argument("--digits", type=int, default=1, choices=(1, 2))
-    parser.add_argument("--additions", type=int, default=300)
-    parser.add_argument("--overlap", type=int, default=0, help="extra images re-sampled with replacement")
-    parser.add_argument("--splits", type=int, default=5)
-    parser.add_argument("--first-split", type=int, default=0, help="number of the first split (continue a run)")
-    parser.add_argument("--epochs", type=int, default=25)
-    parser.add_argument("--steps-per-epoch", type=int, default=20)
-    parser.add_argument("--test-additions", type=int)
-    parser.add_argument("--val-additions", type=int, default=100)
-    parser.add_argument("--admm-iterations", type=int)
+    parser = argparse.ArgumentParser(
+        prog="python -m pslbridge.experiments mnist-add",
+        description="MNIST-Addition (Add1/Add2): NeuPSL and the CNN baseline over seeded splits.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--digits", type=int, default=1, choices=(1, 2), help="digits per number (Add1 or Add2)")
+    parser.add_argument("--additions", type=positive_int, default=300, help="training additions")
+    parser.add_argument("--overlap", type=non_negative_int, default=0, help="extra images re-sampled with replacement")
+    parser.add_argument("--splits", type=positive_int, default=5, help="splits to run")
+    parser.add_argument("--first-split", type=non_negative_int, default=0, help="number of the first split")
+    parser.add_argument("--epochs", type=positive_int, default=25, help="epochs")
+    parser.add_argument("--steps-per-epoch", type=positive_int, default=20, help="passes over the batches per epoch")
+    parser.add_argument("--test-additions", type=positive_int, help="test additions (default: 500 Add1, 250 Add2)")
+    parser.add_argument("--val-additions", type=positive_int, default=100, help="validation additions")
+    parser.add_argument("--admm-iterations", type=positive_int, help="ADMM cap while learning (500 Add1, 100 Add2)")
     parser.add_argument(
-        "--eval-admm-iterations", type=int, help="ADMM cap of validation inference (default for Add2: 100)"
+        "--eval-admm-iterations", type=positive_int, help="ADMM cap of validation inference (default for Add2: 100)"
     )
     parser.add_argument(
-        "--test-admm-iterations", type=int, help="ADMM cap of the final test inference (default for Add2: 1000)"
+        "--test-admm-iterations", type=positive_int, help="ADMM cap of the final test inference (Add2: 1000)"
     )
-    parser.add_argument("--learning-rate", type=float, default=1e-3)
-    parser.add_argument("--baseline-epochs", type=int, default=50)
-    parser.add_argument("--no-baseline", action="store_true")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--learning-rate", type=positive_float, default=1e-3, help="Adam learning rate")
+    parser.add_argument("--baseline-epochs", type=positive_int, default=50, help="epochs of the CNN baseline")
+    parser.add_argument("--no-baseline", action="store_true", help="skip the CNN baseline")
+    parser.add_argument("--seed", type=int, default=0, help="base seed (split k uses seed + 1000 k)")
     parser.add_argument(
         "--model",
         choices=("figure", "neupsl"),
         help="MNIST-Add2 rules: the paper figure or the authors' experiment form (default for Add2: neupsl)",
     )
-    parser.add_argument("--batches", type=int, default=1, help="mini-batches of training additions (1 = full batch)")
-    parser.add_argument("--out", type=Path, default=Path("out/mnist-add"))
+    parser.add_argument("--batches", type=positive_int, default=1, help="mini-batches of training additions")
+    parser.add_argument("--out", type=Path, default=Path("out/mnist-add"), help="results folder")
     args = parser.parse_args(argv)
     logging.basicConfig(format="%(asctime)s %(message)s")
     log.setLevel(logging.INFO)  # one line per epoch: the runs are long

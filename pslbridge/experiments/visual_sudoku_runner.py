@@ -10,7 +10,10 @@ and an MLP on the 16 true digit labels (``digit``, an unfair advantage), both tr
 puzzles with their valid/invalid labels.
 
 Example:
-    >>> main(["--puzzles", "4", "--splits", "1", "--epochs", "2"])  # doctest: +SKIP
+    >>> main(["--puzzles", "0"])
+    Traceback (most recent call last):
+    ...
+    SystemExit: 2
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import numpy as np
 from ..bridge import Bridge
 from ..datasets.mnist import load_mnist
 from ..training import NeuralBinding, Trainer, set_seed
+from .arguments import non_negative_int, positive_int
 from .mnist_add import lenet, lenet_layers, prepare_images
 from .reporting import append_csv, mean_std, read_groups
 from .visual_sudoku import (
@@ -213,15 +217,19 @@ def write_table(out: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point (``python -m pslbridge.experiments visual-sudoku ...``)."""
-    parser = argparse.ArgumentParser(prog="python -m pslbridge.experiments visual-sudoku")
-    parser.add_argument("--puzzles", type=int, default=16)
-    parser.add_argument("--unique", type=int, help="unique training images (overlap variant)")
-    parser.add_argument("--resampled", type=int, default=0)
-    parser.add_argument("--splits", type=int, default=5)
-    parser.add_argument("--epochs", type=int, default=25)
-    parser.add_argument("--no-baselines", action="store_true")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=Path("out/visual-sudoku"))
+    parser = argparse.ArgumentParser(
+        prog="python -m pslbridge.experiments visual-sudoku",
+        description="Visual Sudoku puzzle classification: NeuPSL and the CNN/MLP baselines.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--puzzles", type=positive_int, default=16, help="training puzzles per split")
+    parser.add_argument("--unique", type=positive_int, help="unique training images (overlap variant)")
+    parser.add_argument("--resampled", type=non_negative_int, default=0, help="images re-sampled (overlap variant)")
+    parser.add_argument("--splits", type=positive_int, default=5, help="random splits")
+    parser.add_argument("--epochs", type=positive_int, default=25, help="training epochs")
+    parser.add_argument("--no-baselines", action="store_true", help="skip the CNN and MLP baselines")
+    parser.add_argument("--seed", type=int, default=0, help="base seed of the splits")
+    parser.add_argument("--out", type=Path, default=Path("out/visual-sudoku"), help="results folder")
     args = parser.parse_args(argv)
     setting = SudokuSetting(puzzles=args.puzzles, unique=args.unique, resampled=args.resampled, epochs=args.epochs)
     for split in range(args.splits):

@@ -1,0 +1,182 @@
+"""Loading a model's data into an in-memory PSL data store and grounding its rules once.
+
+The data go in one JSON call per table (per-row JPype calls are slow); PSL's inference application
+then grounds the rules into its term store, under the program's PSL options. What comes back is a
+:class:`Grounded` holding the data store, the target and truth databases and the inference application.
+
+Example:
+    >>> from pslbridge.program import GroundProgram
+    >>> from pslbridge.model_files import ModelSpec
+    >>> spec = ModelSpec.from_python(rules=["1: GrA(X) -> GrB(X) ^2"], predicates={"GrA": 1, "GrB": 1},
+    ...                              observations={"GrA": [("x", 1.0)]}, targets={"GrB": [("x",)]})
+    >>> with GroundProgram(spec) as program:
+    ...     program.term_count
+    1
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .. import _java, jvm
+from .._java import guard
+from ..model_checks import check_duplicates, check_rules, neural_target_table, read_entity_map
+from ..model_files import DataTable, ModelSpec
+from .atoms import AtomIndex
+from .registry import PredicateRegistry
+from .rules import RuleSet
+from .solver import Solver
+from .terms import Terms
+
+__all__ = ["Built", "Grounded", "build", "ground"]
+
+_ids = itertools.count(1)
+
+
+@dataclass
+class Grounded:
+    """The Java objects of a grounded program.
+
+    Attributes:
+        datastore: The in-memory data store.
+        db: The target database (targets over observations).
+        truth_db: The truth database (labels).
+        app: The inference application: term store, reasoner, atom store.
+    """
+
+    datastore: Any
+    db: Any = None
+    truth_db: Any = None
+    app: Any = None
+
+    @property
+    def term_store(self) -> Any:
+        """The ground terms."""
+        return self.app.getTermStore()
+
+    @property
+    def reasoner(self) -> Any:
+        """The MAP reasoner."""
+        return self.app.getReasoner()
+
+    @property
+    def atom_store(self) -> Any:
+        """The atoms of the target database and their value array."""
+        return self.db.getAtomStore()
+
+    def close(self) -> None:
+        """Close everything built (best effort for a partly built program)."""
+        with guard("closing a program"):
+            for obj in (self.app, self.db, self.truth_db, self.datastore):
+                if obj is not None:
+                    obj.close()
+        self.app = self.db = self.truth_db = self.datastore = None
+
+
+def ground(
+    spec: ModelSpec,
+    predicates: Mapping[str, Any],
+    rules: Sequence[Any],
+    *,
+    options: Mapping[str, str],
+    reasoner: str,
+    neural_targets: Mapping[str, DataTable],
+) -> Grounded:
+    """Load the data and ground the rules.
+
+    Args:
+        spec: The model.
+        predicates: Java predicates by upper-cased name.
+        rules: The compiled Java rules in model order.
+        options: PSL options applied while the reasoner is built.
+        reasoner: A key of :data:`pslbridge._java.REASONERS`.
+        neural_targets: Target tables generated for neural predicates (entities × classes).
+
+    Returns:
+        The grounded program's Java objects. On failure the partly built objects are closed.
+    """
+    url = f"jdbc:sqlite:file:pslbridge_{next(_ids)}?mode=memory&cache=shared&read_uncommitted=true"
+    datastore, partitions = _java.open_memory_datastore(url, list(predicates.values()))
+    grounded = Grounded(datastore)
+    try:
+        tables = [t for t in spec.data if not (t.partition == "targets" and t.predicate.upper() in neural_targets)]
+        for table in [*tables, *neural_targets.values()]:
+            if len(table) == 0:
+                continue
+            with guard(f"loading {table.partition} of {table.predicate} from {table.origin}"):
+                values = None if table.values is None else table.values.tolist()
+                pred = predicates[table.predicate.upper()]
+                _java.insert_rows(datastore, pred, partitions[table.partition], table.args.tolist(), values)
+        closed = [predicates[p.key] for p in spec.predicates.values() if spec.is_closed(p.name)]
+        with _java.config_layer({**options, "inference.initialvalue": "ATOM"}):
+            jvm.sync_log_level()
+            with guard("grounding"):
+                grounded.db, grounded.truth_db = _java.open_databases(datastore, partitions, closed)
+                grounded.app = _java.new_inference(reasoner, rules, grounded.db)
+    except BaseException:
+        try:
+            grounded.close()
+        except Exception:  # noqa: BLE001 - already failing; the first error matters
+            pass
+        raise
+    return grounded
+
+
+@dataclass
+class Built:
+    """Everything a :class:`~pslbridge.program.GroundProgram` is made of, as :func:`build` returns it."""
+
+    registry: PredicateRegistry
+    rules: RuleSet
+    grounded: Grounded
+    atoms: AtomIndex
+    terms: Terms
+    solver: Solver
+    timings: dict[str, float]
+
+
+def build(spec: ModelSpec, options: Mapping[str, str], reasoner: str) -> Built:
+    """Check a model in Python, then declare, compile, load, ground and index it.
+
+    Nothing reaches the JVM before the Python checks pass; on any later failure everything built is
+    closed and the predicates released, so the process stays usable.
+
+    Raises:
+        ModelFileError: The model is malformed.
+        EngineError: PSL failed.
+    """
+    check_rules(spec)
+    check_duplicates(spec)
+    entity_maps = {p.key: m for p in spec.neural_predicates if (m := read_entity_map(p)) is not None}
+    neural_targets = {
+        p.key: t for p in spec.neural_predicates if (t := neural_target_table(spec, p, entity_maps.get(p.key)))
+    }
+    registry = PredicateRegistry(list(spec.predicates.values()), spec.source)
+    grounded = None
+    t0 = time.perf_counter()
+    try:
+        predicates = registry.declare()
+        rules = RuleSet(spec.rules)
+        t1 = time.perf_counter()
+        grounded = ground(
+            spec, predicates, rules.java, options=options, reasoner=reasoner, neural_targets=neural_targets
+        )
+        t2 = time.perf_counter()
+        atoms = AtomIndex(spec, grounded.atom_store, entity_maps, neural_targets)
+        terms = Terms(grounded.term_store, grounded.atom_store, rules, int(grounded.term_store.size()))
+        solver = Solver(grounded.app, reasoner, rules.java, [r.weighted for r in rules.info])
+        RuleSet.check_weights(rules.weights, rules.texts())
+    except BaseException:
+        if grounded is not None:
+            try:
+                grounded.close()
+            except Exception:  # noqa: BLE001 - already failing; the first error matters
+                pass
+        registry.release()
+        raise
+    timings = {"compile": t1 - t0, "ground": t2 - t1, "index": time.perf_counter() - t2}
+    return Built(registry, rules, grounded, atoms, terms, solver, timings)
