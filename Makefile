@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 
 MNIST := data/cache/mnist/mnist.npz
 
-.PHONY: setup fetch-jars data test demo bench fuzz lint clean info reproduce-mnist-add reproduce-mnist-add-overlap reproduce-citation reproduce-visual-sudoku
+.PHONY: setup fetch-jars data test test-fast demo bench fuzz lint clean info reproduce-mnist-add reproduce-mnist-add-overlap reproduce-citation reproduce-visual-sudoku
 
 setup: $(STAMP) $(JAR)
 
@@ -32,8 +32,14 @@ data: $(MNIST)
 $(MNIST): | $(STAMP)
 	$(PY) -m pslbridge.datasets.mnist fetch
 
+# Both tiers (what CI runs): the fast tier, then the slow one (long end-to-end runs, benchmark smokes).
 test: setup data
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)
+
+# The fast tier alone (a few minutes on 2 cores; still trains one small model end to end).
+test-fast: setup data
+	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 demo: setup
 	$(PY) -m pslbridge demo

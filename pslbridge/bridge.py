@@ -256,7 +256,9 @@ class Bridge(ProgramView):
         t = time.perf_counter()
         gradients = {b.spec.name: out.atom_gradient[b.index] for b in program.neural.values()}
         timings["read"] = time.perf_counter() - t
-        exact = not self._neural_in_constraints
+        # ADMM's optimal-value gradient skips constraint terms; the dual-BCD reasoners' comes from every term's
+        # dual variable, hard constraints included.
+        exact = not self._neural_in_constraints or program.solver.dual
         if not exact and not self._warned_constraints:
             log.warning(
                 "hard constraint(s) %s contain neural atoms; PSL's gradient skips constraint terms, "

@@ -22,6 +22,7 @@ def test_resident_benchmark_smoke(tmp_path):
     assert "runtime.run / infer" in text and "learn_step split" in text
 
 
+@pytest.mark.slow
 def test_official_step_benchmark_smoke(tmp_path):
     pytest.importorskip("pslpython", reason="the official NeuPSL comparison needs the bench extra (pslpython)")
     pytest.importorskip("tensorflow")
@@ -45,6 +46,7 @@ def test_official_step_benchmark_smoke(tmp_path):
     assert "official / pslbridge" in (tmp_path / "steps.md").read_text()
 
 
+@pytest.mark.slow
 def test_build_cost_and_accuracy_smoke(tmp_path):
     pytest.importorskip("pslpython", reason="the official NeuPSL comparison needs the bench extra (pslpython)")
     pytest.importorskip("tensorflow")

@@ -72,6 +72,7 @@ def test_feature_propagation_matches_dense_reference():
 
 
 @needs_data
+@pytest.mark.slow
 def test_short_neupsl_run_on_cora_beats_the_untrained_network(jvm_started):
     """Untrained network ≈ chance (1/7 ≈ 14 %); a few pre-training epochs plus three joint steps of
     NeuPSL-LP reached 70 %+ here, so requiring 30 points above the untrained network is a safe margin."""

@@ -287,6 +287,7 @@ np.save(sys.argv[2], np.concatenate([trainer.bridge.rule_weights, history.histor
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batches", [1, 2])
 def test_sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run(tmp_path, batches):
     """Full batch (4 steps per epoch) and 2 shuffled mini-batches (2 passes of 2 updates per epoch): killed in
@@ -321,6 +322,7 @@ def test_sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run(tmp_path, ba
     np.testing.assert_allclose(np.load(tmp_path / "b.npy"), np.load(tmp_path / "a.npy"), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_visual_sudoku_learns_to_distinguish_symbols_without_labels(mnist):
     """8 valid training puzzles (128 images), 160 steps: chance is 25 % after the best relabelling (and
     ~40 % for an untrained network, whose best permutation already helps); this setting reached 93 % with
@@ -387,6 +389,7 @@ def test_add2_neupsl_model_is_the_authors_form(jvm_started):
         add2_spec([(0, 1, 2, 3)], model="paper")
 
 
+@pytest.mark.slow
 def test_runner_minibatches_train_one_network(mnist):
     """The runner's --batches path: 100 Add1 additions in 4 mini-batches (4 ground programs, one network and
     optimizer shared), 8 epochs × 20 passes = 640 updates (~25 s on 2 cores; a run reached 73.5 % digits and

@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import accuracy, build_cost, overhead, report, resident, step_time
+from . import accuracy, build_cost, learning, overhead, report, resident, step_time
 
 
 def _BOTH(problem: str) -> list[str]:  # noqa: N802 - reads as a constant in the tables below
@@ -40,6 +40,11 @@ FULL = [
     ("accuracy", ["--problem", "add1-300", "--steps", "100", "--seeds", "0", "1", "2"], {}),
     ("build", ["--problems", "add1-1000", "add1-10000", "citeseer", "--repeats", "3"], {}),
     ("overhead", ["--additions", "25", "250", "2500", "25000"], {"PSLBRIDGE_HEAP": "12g"}),
+    (
+        "learning",
+        ["--additions", "1000", "10000", "--steps", "3", "--warm-steps", "100", "--warm-additions", "300"],
+        {},
+    ),
 ]
 QUICK = [
     ("resident", ["--sizes", "300", "1000", "--repeats", "3", "--runtime-repeats", "1"], {}),
@@ -48,6 +53,7 @@ QUICK = [
     ("accuracy", ["--problem", "add1-300", "--steps", "30", "--seeds", "0", "1"], {}),
     ("build", ["--problems", "add1-1000", "citeseer", "--repeats", "1"], {}),
     ("overhead", ["--additions", "25", "250", "2500", "--repeats", "3"], {}),
+    ("learning", ["--additions", "300", "--steps", "2", "--warm-steps", "20", "--warm-additions", "300"], {}),
 ]
 COMMANDS = {
     "resident": resident.main,
@@ -55,6 +61,7 @@ COMMANDS = {
     "build": build_cost.main,
     "overhead": overhead.main,
     "accuracy": accuracy.main,
+    "learning": learning.main,
 }
 
 

@@ -208,7 +208,9 @@ class GroundProgram:
         """
         self.check_open()
         with self.lock:
-            if reset:
+            if reset or self._solver.dual:
+                # A reset starts from the atom objects; the dual-BCD reasoners always read fixed (neural,
+                # observed) atoms from the objects rather than the value array, so they need them current.
                 self.sync_atoms()
             stats = self._solver.solve(reset)
             self._dirty = False
