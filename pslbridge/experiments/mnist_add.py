@@ -27,6 +27,7 @@ __all__ = [
     "make_additions",
     "prepare_images",
     "sample_images",
+    "ADD1_MODELS",
     "ADD1_RULES",
     "ADD2_RULES",
     "add1_spec",
@@ -38,12 +39,15 @@ __all__ = [
 
 _MODELS = Path(__file__).resolve().parent.parent.parent / "models" / "mnist-addition"
 ADD1_RULES = _MODELS / "mnist-add1.psl"
+ADD1_NEUPSL_RULES = _MODELS / "mnist-add1-neupsl.psl"
 ADD2_RULES = _MODELS / "mnist-add2.psl"
 ADD2_NEUPSL_RULES = _MODELS / "mnist-add2-neupsl.psl"
 
 #: MNIST-Add2 rule files by name: the paper figure, or the NeuPSL authors' experiment form
 #: (linear constraint hinges and a class-balance prior).
 ADD2_MODELS = {"figure": ADD2_RULES, "neupsl": ADD2_NEUPSL_RULES}
+#: MNIST-Add1 rule files by name, likewise.
+ADD1_MODELS = {"figure": ADD1_RULES, "neupsl": ADD1_NEUPSL_RULES}
 
 
 def digit_sum_rows() -> list[tuple[int, int, int]]:
@@ -72,6 +76,7 @@ def add1_spec(
     *,
     phase: str = "infer",
     options: dict[str, str] | None = None,
+    model: str = "figure",
 ) -> ModelSpec:
     """Build the MNIST-Add1 program for image pairs.
 
@@ -80,6 +85,7 @@ def add1_spec(
         sums: Labels (the sum of each addition) for the truth partition, or None.
         phase: ``"infer"`` or ``"learn"``.
         options: PSL options.
+        model: ``"figure"`` (the paper figure's rules) or ``"neupsl"`` (the NeuPSL authors' experiment form).
 
     Returns:
         The model; ``Neural`` has one entity per distinct image, in first-appearance order.
@@ -88,9 +94,11 @@ def add1_spec(
         >>> add1_spec([(0, 1)]).predicate("ImageSum").arity
         3
     """
+    if model not in ADD1_MODELS:
+        raise ValueError(f"unknown MNIST-Add1 model {model!r}; choose one of {sorted(ADD1_MODELS)}")
     pairs_arr = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
     return _addition_program(
-        ADD1_RULES,
+        ADD1_MODELS[model],
         pairs_arr,
         sums,
         "ImageSum",
@@ -370,7 +378,7 @@ def addition_spec(
 ) -> ModelSpec:
     """The PSL program of an :class:`AdditionSet` (entities are list positions).
 
-    ``model`` picks the MNIST-Add2 rule file (see :func:`add2_spec`); Add1 has one model.
+    ``model`` picks the rule file (see :func:`add1_spec` and :func:`add2_spec`).
 
     Example:
         >>> s = make_additions(np.arange(40) % 10, 1, 8, np.random.default_rng(0))
@@ -379,7 +387,7 @@ def addition_spec(
     """
     sums = additions.sums.tolist() if labelled else None
     if additions.digits == 1:
-        return add1_spec([tuple(g) for g in additions.groups.tolist()], sums, phase=phase, options=options)
+        return add1_spec([tuple(g) for g in additions.groups.tolist()], sums, phase=phase, options=options, model=model)
     return add2_spec([tuple(g) for g in additions.groups.tolist()], sums, phase=phase, options=options, model=model)
 
 

@@ -77,6 +77,14 @@ class Setting:
             predictions can run for many minutes.
         test_admm_iterations: ADMM cap of the final test inference (None: ``eval_admm_iterations``). A cold
             100-iteration solve leaves MNIST-Add2's ``Sum`` atoms unconverged (the place sums are already right).
+            The caps apply to whichever reasoner runs (``admmreasoner.maxiterations`` or ``duallcqp.maxiterations``).
+        reasoner: Reasoner of the training programs (``"admm"`` or ``"dualbcd"``).
+        eval_reasoner: Reasoner of validation and test inference (``"dualbcd"`` decodes soft predictions where
+            ADMM's MAP state is not unique; see :mod:`pslbridge.reasoners`).
+        loss: Learning loss (``"energy"``, or the bilevel ``"bce"``/``"squared_error"``, which need
+            ``reasoner="dualbcd"``).
+        curve: Also record the test accuracy after every epoch against the learning time so far (for the
+            time-to-accuracy benchmark; never used to choose anything, and its time is left out).
     """
 
     digits: int = 1
@@ -93,6 +101,10 @@ class Setting:
     batches: int = 1
     eval_admm_iterations: int | None = None
     test_admm_iterations: int | None = None
+    reasoner: str = "admm"
+    eval_reasoner: str = "admm"
+    loss: str = "energy"
+    curve: bool = False
 
     @property
     def name(self) -> str:
@@ -100,7 +112,9 @@ class Setting:
         extra = f"+{self.overlap}" if self.overlap else ""
         model = f"-{self.model}" if self.model != "figure" else ""
         batches = f"-b{self.batches}" if self.batches > 1 else ""
-        return f"add{self.digits}-{self.additions}{extra}{model}{batches}"
+        learning = "" if (self.loss, self.reasoner) == ("energy", "admm") else f"-{self.loss}-{self.reasoner}"
+        decoding = "" if self.eval_reasoner == "admm" else f"-eval{self.eval_reasoner}"
+        return f"add{self.digits}-{self.additions}{extra}{model}{batches}{learning}{decoding}"
 
 
 def sum_predictions(
@@ -169,92 +183,134 @@ def _split_data(setting: Setting, split: int, seed: int, labels_train: np.ndarra
     return train, val, test
 
 
-def _admm_cap(iterations: int | None) -> dict[str, str]:
-    """PSL options capping ADMM at ``iterations`` (none: PSL's default)."""
-    return {"admmreasoner.maxiterations": str(iterations)} if iterations else {}
+def _solver_options(reasoner: str, iterations: int | None) -> dict[str, str]:
+    """PSL options capping the reasoner at ``iterations`` (none: PSL's default)."""
+    if not iterations:
+        return {}
+    return {("duallcqp" if reasoner == "dualbcd" else "admmreasoner") + ".maxiterations": str(iterations)}
+
+
+class _NeuPSLRun:
+    """One split's NeuPSL run: programs, the network, per-epoch model selection on validation, the test."""
+
+    def __init__(self, setting: Setting, split: int, seed: int, data: tuple, mnist: tuple) -> None:
+        self.setting, self.split = setting, split
+        self.train, self.val, self.test = data
+        x_train, _, x_test, self.y_test = mnist
+        set_seed(seed + split)
+        self.model = lenet(10, setting.learning_rate)
+        self.val_inputs = prepare_images(x_test[self.val.image_ids])
+        self.test_inputs = prepare_images(x_test[self.test.image_ids])
+        t0 = time.perf_counter()
+        self.parts = self.train.batches(setting.batches) if setting.batches > 1 else [self.train]
+        learn = _solver_options(setting.reasoner, setting.admm_iterations)
+        self.train_bridges = [
+            Bridge(addition_spec(part, model=setting.model), options=learn, reasoner=setting.reasoner)
+            for part in self.parts
+        ]
+        self.val_bridge = self._eval_bridge(self.val, setting.eval_admm_iterations)
+        self.test_bridge = self._eval_bridge(self.test, setting.test_admm_iterations or setting.eval_admm_iterations)
+        self.build = time.perf_counter() - t0
+        self.x_train = x_train
+        self.best: dict[str, Any] = {"score": -1.0, "weights": None, "epoch": -1}
+        self.curve: list[tuple[float, float]] = []  # (seconds of learning so far, test sum accuracy)
+        self.seed = seed
+
+    def _eval_bridge(self, additions: AdditionSet, iterations: int | None) -> Bridge:
+        setting = self.setting
+        spec = addition_spec(additions, labelled=False, phase="infer", model=setting.model)
+        options = _solver_options(setting.eval_reasoner, iterations)
+        return Bridge(spec, options=options, reasoner=setting.eval_reasoner)
+
+    def evaluate(self) -> dict[str, float]:
+        """Validation metrics of the current network (model selection uses these only)."""
+        probs = np.asarray(self.model(self.val_inputs, training=False))
+        result = self.val_bridge.infer({"Neural": probs})
+        logs = {
+            "val_sum_acc": float((decode_sums(result, self.val) == self.val.sums).mean()),
+            "val_digit_acc": float((probs.argmax(1) == self.y_test[self.val.image_ids]).mean()),
+        }
+        if self.setting.digits == 2:
+            logs["val_place_sum_acc"] = float((decode_sums(result, self.val, "places") == self.val.sums).mean())
+        return logs
+
+    def select(self, epoch: int, logs: dict[str, float]) -> None:
+        """Keep the network of the best validation epoch (ties: the later); record the test curve if asked."""
+        # Early on (MNIST-Add2) validation sum accuracy sits at 0 for a while; Add2 selects on the place sums.
+        score = logs["val_place_sum_acc" if self.setting.digits == 2 else "val_sum_acc"]
+        log.info(
+            "%s split %d epoch %d: %s", self.setting.name, self.split, epoch, {k: round(v, 4) for k, v in logs.items()}
+        )
+        if score >= self.best["score"]:
+            self.best.update(score=score, weights=self.model.get_weights(), epoch=epoch)
+        if self.setting.curve:
+            self.curve.append((time.perf_counter() - self.started - self.paused, self._test_accuracy()))
+
+    def _test_accuracy(self) -> float:
+        """Test sum accuracy of the current network, for the time-to-accuracy curve (not used to choose)."""
+        start = time.perf_counter()
+        probs = np.asarray(self.model(self.test_inputs, training=False))
+        accuracy = float((decode_sums(self.test_bridge.infer({"Neural": probs}), self.test) == self.test.sums).mean())
+        self.paused += time.perf_counter() - start
+        return 100 * accuracy
+
+    def fit(self) -> dict[str, list[float]]:
+        import keras
+
+        setting = self.setting
+        bindings = [
+            Batch(b, [NeuralBinding("Neural", self.model, prepare_images(self.x_train[part.image_ids]))])
+            for part, b in zip(self.parts, self.train_bridges)
+        ]
+        # One ground program per mini-batch, all feeding the one network; with batches=1 this is the paper's
+        # full-batch regime. An epoch is steps_per_epoch passes over the batches (seeded random order).
+        trainer = Trainer.batched(
+            bindings,
+            seed=self.seed + self.split,
+            evaluate=self.evaluate,
+            steps_per_epoch=setting.steps_per_epoch,
+            loss=setting.loss,
+        )
+        self.started, self.paused = time.perf_counter(), 0.0
+        callback = keras.callbacks.LambdaCallback(on_epoch_end=self.select)
+        history = trainer.fit(setting.epochs, verbose=0, callbacks=[callback]).history
+        self.learn_time = time.perf_counter() - self.started - self.paused
+        return history
+
+    def result(self, history: dict[str, list[float]]) -> dict[str, Any]:
+        self.model.set_weights(self.best["weights"])
+        probs = np.asarray(self.model(self.test_inputs, training=False))
+        t = time.perf_counter()
+        result = self.test_bridge.infer({"Neural": probs})
+        test_solve = time.perf_counter() - t
+        predicted, places = decode_sums(result, self.test), decode_sums(result, self.test, "places")
+        # Warm re-solves (the resident-inference case). MNIST-Add2's capped solves may stop unconverged, and then
+        # every re-solve runs the full cap again: time one there.
+        repeats = 3 if self.setting.digits == 1 else 1
+        infer_times = [sum_predictions(self.test_bridge, self.test, probs)[1] for _ in range(repeats)]
+        for bridge in (*self.train_bridges, self.val_bridge, self.test_bridge):
+            bridge.close()
+        return {
+            "method": "NeuPSL",
+            "sum_acc": 100 * float((predicted == self.test.sums).mean()),
+            "place_sum_acc": 100 * float((places == self.test.sums).mean()),
+            "digit_acc": 100 * float((probs.argmax(1) == self.y_test[self.test.image_ids]).mean()),
+            "best_epoch": self.best["epoch"],
+            "build_s": self.build,
+            "learn_s": self.learn_time,
+            "step_s": float(np.mean(history["step_time"])),
+            "psl_step_s": float(np.mean(history["psl_time"])),
+            "infer_s": float(np.median(infer_times)),
+            "test_solve_s": test_solve,
+            "history": history,
+            "weights": self.best["weights"],
+            "curve": self.curve,
+        }
 
 
 def _neupsl(setting: Setting, split: int, seed: int, data: tuple, mnist: tuple) -> dict[str, Any]:
-    import keras
-
-    x_train, y_train, x_test, y_test = mnist
-    train, val, test = data
-    set_seed(seed + split)
-    model = lenet(10, setting.learning_rate)
-    val_inputs, test_inputs = prepare_images(x_test[val.image_ids]), prepare_images(x_test[test.image_ids])
-    t0 = time.perf_counter()
-    parts = train.batches(setting.batches) if setting.batches > 1 else [train]
-    options = _admm_cap(setting.admm_iterations)
-    train_bridges = [Bridge(addition_spec(part, model=setting.model), options=options) for part in parts]
-    val_spec = addition_spec(val, labelled=False, phase="infer", model=setting.model)
-    val_bridge = Bridge(val_spec, options=_admm_cap(setting.eval_admm_iterations))
-    test_spec = addition_spec(test, labelled=False, phase="infer", model=setting.model)
-    test_bridge = Bridge(test_spec, options=_admm_cap(setting.test_admm_iterations or setting.eval_admm_iterations))
-    build = time.perf_counter() - t0
-    best = {"score": -1.0, "weights": None, "epoch": -1}
-
-    def evaluate() -> dict[str, float]:
-        probs = np.asarray(model(val_inputs, training=False))
-        result = val_bridge.infer({"Neural": probs})
-        logs = {
-            "val_sum_acc": float((decode_sums(result, val) == val.sums).mean()),
-            "val_digit_acc": float((probs.argmax(1) == y_test[val.image_ids]).mean()),
-        }
-        if setting.digits == 2:
-            logs["val_place_sum_acc"] = float((decode_sums(result, val, "places") == val.sums).mean())
-        return logs
-
-    def select(epoch: int, logs: dict[str, float]) -> None:
-        # Ties go to the later epoch: early on (MNIST-Add2) validation sum accuracy sits at 0 for a while.
-        # MNIST-Add2 selects on the place-sum decoding of the MAP state (see decode_sums).
-        score = logs["val_place_sum_acc" if setting.digits == 2 else "val_sum_acc"]
-        log.info("%s split %d epoch %d: %s", setting.name, split, epoch, {k: round(v, 4) for k, v in logs.items()})
-        if score >= best["score"]:
-            best.update(score=score, weights=model.get_weights(), epoch=epoch)
-
-    # One ground program per mini-batch, all feeding the one network; with batches=1 this is the paper's
-    # full-batch regime. An epoch is steps_per_epoch passes over the batches (seeded random order).
-    trainer = Trainer.batched(
-        [
-            Batch(b, [NeuralBinding("Neural", model, prepare_images(x_train[part.image_ids]))])
-            for part, b in zip(parts, train_bridges)
-        ],
-        seed=seed + split,
-        evaluate=evaluate,
-        steps_per_epoch=setting.steps_per_epoch,
-    )
-    t1 = time.perf_counter()
-    history = trainer.fit(
-        setting.epochs, verbose=0, callbacks=[keras.callbacks.LambdaCallback(on_epoch_end=select)]
-    ).history
-    learn_time = time.perf_counter() - t1
-    model.set_weights(best["weights"])
-    probs = np.asarray(model(test_inputs, training=False))
-    t2 = time.perf_counter()
-    result = test_bridge.infer({"Neural": probs})
-    test_solve = time.perf_counter() - t2
-    predicted = decode_sums(result, test)
-    places = decode_sums(result, test, "places")
-    # Warm re-solves (the resident-inference case). MNIST-Add2's capped solves may stop unconverged, and then
-    # every re-solve runs the full cap again: time one there.
-    infer_times = [sum_predictions(test_bridge, test, probs)[1] for _ in range(3 if setting.digits == 1 else 1)]
-    for bridge in (*train_bridges, val_bridge, test_bridge):
-        bridge.close()
-    return {
-        "method": "NeuPSL",
-        "sum_acc": 100 * float((predicted == test.sums).mean()),
-        "place_sum_acc": 100 * float((places == test.sums).mean()),
-        "digit_acc": 100 * float((probs.argmax(1) == y_test[test.image_ids]).mean()),
-        "best_epoch": best["epoch"],
-        "build_s": build,
-        "learn_s": learn_time,
-        "step_s": float(np.mean(history["step_time"])),
-        "psl_step_s": float(np.mean(history["psl_time"])),
-        "infer_s": float(np.median(infer_times)),
-        "test_solve_s": test_solve,
-        "history": history,
-        "weights": best["weights"],
-    }
+    run = _NeuPSLRun(setting, split, seed, data, mnist)
+    return run.result(run.fit())
 
 
 def _cnn_baseline(setting: Setting, split: int, seed: int, data: tuple, mnist: tuple) -> dict[str, Any]:
@@ -317,6 +373,9 @@ def run_setting(
             result = method(setting, split, seed, data, mnist)
             history = result.pop("history", None)
             weights = result.pop("weights", None)
+            for seconds, accuracy in result.pop("curve", None) or []:
+                point = {"setting": setting.name, "split": split, "seconds": seconds, "test_sum_acc": accuracy}
+                append_csv(out / "accuracy-curve.csv", point, list(point))
             if weights is not None:  # the selected network, to re-evaluate without retraining
                 out.mkdir(parents=True, exist_ok=True)
                 np.savez(out / f"weights-{setting.name}-split{split}.npz", *weights)
@@ -428,9 +487,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--model",
         choices=("figure", "neupsl"),
-        help="MNIST-Add2 rules: the paper figure or the authors' experiment form (default for Add2: neupsl)",
+        help="rules: the paper figure or the NeuPSL authors' form (default: figure for Add1, neupsl for Add2)",
     )
     parser.add_argument("--batches", type=positive_int, default=1, help="mini-batches of training additions")
+    parser.add_argument("--reasoner", choices=("admm", "dualbcd"), default="admm", help="reasoner while learning")
+    parser.add_argument(
+        "--eval-reasoner", choices=("admm", "dualbcd"), default="admm", help="reasoner of validation and test inference"
+    )
+    parser.add_argument("--loss", choices=("energy", "bce", "squared_error"), default="energy", help="learning loss")
+    parser.add_argument(
+        "--curve", action="store_true", help="record test accuracy after every epoch (time-to-accuracy curves)"
+    )
     parser.add_argument("--out", type=Path, default=Path("out/mnist-add"), help="results folder")
     args = parser.parse_args(argv)
     logging.basicConfig(format="%(asctime)s %(message)s")
@@ -450,7 +517,13 @@ def main(argv: list[str] | None = None) -> int:
         batches=args.batches,
         eval_admm_iterations=args.eval_admm_iterations or (100 if args.digits == 2 else None),
         test_admm_iterations=args.test_admm_iterations or (1000 if args.digits == 2 else None),
+        reasoner=args.reasoner,
+        eval_reasoner=args.eval_reasoner,
+        loss=args.loss,
+        curve=args.curve,
     )
+    if args.loss != "energy" and args.reasoner != "dualbcd":
+        parser.error(f"--loss {args.loss} needs --reasoner dualbcd (the jar's bilevel learners run on dual BCD only)")
     run_setting(setting, args.splits, args.seed, args.out, baseline=not args.no_baseline, first_split=args.first_split)
     print(write_table(args.out))
     return 0
