@@ -21,6 +21,8 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 from . import jars, jvm
 from ._version import __version__
 from .errors import PslBridgeError
@@ -106,33 +108,46 @@ def _parse_defines(items: list[str]) -> dict[str, str]:
     return options
 
 
+def _check_output(path: str) -> Path:
+    """The output folder exists (or is created) and is writable; checked before any work."""
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise OSError(f"--output {path!r} exists and is not a folder")
+    folder.mkdir(parents=True, exist_ok=True)
+    probe = folder / ".pslbridge-write-probe"
+    probe.write_text("")
+    probe.unlink()
+    return folder
+
+
 def _cmd_infer(args: argparse.Namespace) -> int:
     from .bridge import Bridge
+    from .results import psl_tsv
 
+    out_dir = _check_output(args.output) if args.output else None
     options = _parse_defines(args.define)
-    bridge = Bridge(args.model, args.data, phase=args.phase, options=options)
-    if bridge.neural_predicates:
-        raise PslBridgeError(
-            f"the model has neural predicates {bridge.neural_predicates}; their predictions come from "
-            "Python (Bridge.infer(neural=...)), not from the command line"
-        )
-    result = bridge.infer()
-    out_dir = Path(args.output) if args.output else None
-    if out_dir is not None:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    for name in bridge.target_predicates:
-        frame = result.to_frame(name)
-        text = frame.to_csv(sep="\t", header=False, index=False, float_format="%.6f")
-        if out_dir is None:
-            sys.stdout.write(f"--- {name.upper()}\n{text}")
-        else:
-            (out_dir / f"{name.upper()}.txt").write_text(text)
+    with Bridge(args.model, args.data, phase=args.phase, options=options, reasoner=args.reasoner) as bridge:
+        if bridge.neural_predicates:
+            raise PslBridgeError(
+                f"the model has neural predicates {bridge.neural_predicates}; their predictions come from "
+                "Python (Bridge.infer(neural=...)), not from the command line"
+            )
+        result = bridge.infer()
+        for key, rows in bridge.program.targets.items():
+            if len(rows.index) == 0:
+                continue  # PSL writes no file for a predicate without random variables
+            name = bridge.spec.predicates[key].name
+            # As PSL's CLI writes them: atom-store order, raw constants, Java's float formatting.
+            text = psl_tsv(rows.frame, result[name], np.argsort(rows.index, kind="stable"))
+            if out_dir is None:
+                sys.stdout.write(f"--- {name.upper()}\n{text}")
+            else:
+                (out_dir / f"{name.upper()}.txt").write_text(text)
     print(
         f"objective {result.objective:.6g}, violated constraints {result.violated_constraints}, "
         f"iterations {result.iterations}",
         file=sys.stderr,
     )
-    bridge.close()
     return 0
 
 
@@ -169,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         0
     """
     parser = argparse.ArgumentParser(prog="python -m pslbridge", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action="version", version=f"pslbridge {__version__} (PSL 2.4.0)")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="-v: INFO, -vv: PSL's INFO too")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("info", help="print versions and paths for bug reports").set_defaults(fn=_cmd_info)
@@ -176,8 +192,11 @@ def main(argv: list[str] | None = None) -> int:
     infer.add_argument("model", help="runtime config (.json/.yaml) or .psl rule file")
     infer.add_argument("--data", help=".data file (with a .psl model) or data folder (with a config)")
     infer.add_argument("--output", help="folder for one TSV per target predicate (default: stdout)")
-    infer.add_argument("--phase", default="infer", choices=("infer", "learn"))
-    infer.add_argument("-D", dest="define", action="append", default=[], help="PSL option key=value")
+    infer.add_argument("--phase", default="infer", choices=("infer", "learn"), help="which data split (default: infer)")
+    infer.add_argument(
+        "--reasoner", default="admm", choices=("admm", "dualbcd", "distributeddualbcd", "sgd"), help="(default: admm)"
+    )
+    infer.add_argument("-D", dest="define", action="append", default=[], help="PSL option key=value (repeatable)")
     infer.set_defaults(fn=_cmd_infer)
     sub.add_parser("demo", help="run the bundled example").set_defaults(fn=_cmd_demo)
     args = parser.parse_args(argv)
@@ -187,9 +206,9 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger("pslbridge.psl").setLevel(logging.WARNING)
     try:
         return int(args.fn(args))
-    except PslBridgeError as exc:
+    except (PslBridgeError, OSError) as exc:  # usage errors exit 2 (argparse); model, engine, IO errors 1
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return 1
 
 
 if __name__ == "__main__":

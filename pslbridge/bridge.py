@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from . import diagnostics
-from .errors import ConfigurationError, NeuralInputError
+from .errors import ConfigurationError, EngineError, NeuralInputError
 from .learning import WeightOptimizer
 from .losses import Loss, StepContext, resolve_loss, warn_without_truth
 from .model_files import ModelSpec, load_model
@@ -232,6 +232,7 @@ class Bridge(ProgramView):
             push_time = time.perf_counter() - t
             ctx = StepContext(program, reset=reset, potentials=potentials, constraint_learning=constraint_learning)
             out = chosen.step(ctx)
+            _check_finite(program, out)
             warn_without_truth(program, out)
             before = program.rule_weights
             t = time.perf_counter()
@@ -357,3 +358,16 @@ def _as_mapping(neural: Any, names: list[str]) -> Mapping[str, Any]:
             f"({names}), so a bare {type(neural).__name__} is ambiguous"
         )
     return {names[0]: neural}
+
+
+def _check_finite(program: GroundProgram, out: Any) -> None:
+    """A learning step never hands back NaN or infinity: it raises, naming the rules and their weights."""
+    parts = [np.asarray(out.loss), np.asarray(out.atom_gradient)]
+    if out.weight_gradient is not None:
+        parts.append(np.asarray(out.weight_gradient))
+    if all(np.isfinite(p).all() for p in parts):
+        return
+    weights = dict(zip(program.weighted_texts(), program.rule_weights.tolist()))
+    raise EngineError(
+        f"the learning step produced a non-finite loss or gradient (loss {out.loss}); rule weights: {weights}"
+    )

@@ -26,6 +26,8 @@ from .errors import ModelFileError
 from .model_files import DataTable, ModelSpec, PredicateSpec, RuleSpec
 from .rule_text import rule_atoms, rule_weight
 
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
 __all__ = ["EntityMap", "check_duplicates", "check_rules", "neural_target_table", "read_entity_map"]
 
 
@@ -55,6 +57,12 @@ def _check_rule(spec: ModelSpec, rule: RuleSpec) -> None:
         raise ModelFileError(
             f"negative weight {weight} in rule {rule.text!r}: weights must be >= 0 (PSL would accept it and lose "
             "convexity)",
+            **where,
+        )
+    if weight is not None and not weight <= _FLOAT32_MAX:
+        raise ModelFileError(
+            f"weight {weight} in rule {rule.text!r} is beyond float32's range (PSL stores weights as float32: it "
+            "would become infinite and every value NaN); scale the rule weights down",
             **where,
         )
     for atom in rule_atoms(rule.text):

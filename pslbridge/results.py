@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["InferenceResult", "LearnResult", "find_key"]
+__all__ = ["InferenceResult", "LearnResult", "find_key", "java_float_text", "psl_tsv"]
 
 
 def find_key(mapping: Mapping[str, Any], predicate: str) -> str:
@@ -37,6 +37,45 @@ def find_key(mapping: Mapping[str, Any], predicate: str) -> str:
         if key.upper() == predicate.upper():
             return key
     raise KeyError(f"no predicate {predicate!r}; have {list(mapping)}")
+
+
+def java_float_text(value: float) -> str:
+    """A float32 written as Java's ``Float.toString`` writes it (how PSL's CLI writes atom values).
+
+    Example:
+        >>> [java_float_text(v) for v in (1.0, 1 / 3, 1e-4, 12345678.0)]
+        ['1.0', '0.33333334', '1.0E-4', '1.2345678E7']
+    """
+    f = np.float32(value)
+    if f == 0:
+        return "-0.0" if np.signbit(f) else "0.0"
+    if 1e-3 <= abs(float(f)) < 1e7:
+        text = np.format_float_positional(f, unique=True, trim="-")
+        return text if "." in text else text + ".0"
+    mantissa, exponent = np.format_float_scientific(f, unique=True, trim="-", exp_digits=1).split("e")
+    return f"{mantissa if '.' in mantissa else mantissa + '.0'}E{int(exponent)}"
+
+
+def psl_tsv(frame: pd.DataFrame, values: np.ndarray, order: np.ndarray | None = None) -> str:
+    r"""Rows as PSL's CLI writes a predicate's file: raw arguments (``\`` and ``'`` escaped), TAB, the value.
+
+    Args:
+        frame: Argument columns.
+        values: The values, aligned with ``frame``.
+        order: Row order (PSL writes atoms in its atom-store order); default: as given.
+
+    Example:
+        >>> print(psl_tsv(pd.DataFrame({"arg0": ['"D"', "o'k"]}), np.array([0.5, 1.0])), end="")
+        "D" 0.5
+        o\'k 1.0
+    """
+    rows = range(len(frame)) if order is None else order
+    args = frame.to_numpy(dtype=object)
+    lines = []
+    for i in rows:
+        raw = [str(a).replace("\\", "\\\\").replace("'", "\\'") for a in args[i]]
+        lines.append("\t".join([*raw, java_float_text(values[i])]) + "\n")
+    return "".join(lines)
 
 
 @dataclass

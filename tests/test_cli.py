@@ -42,7 +42,7 @@ def test_infer_reports_bad_model_without_traceback(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"rules": ["1: A(X) -> B(X) ^2"], "predicates": {"A/1": {"observations": ["nope.txt"]}}}')
     proc = _cli("infer", str(bad))
-    assert proc.returncode == 2
+    assert proc.returncode == 1  # model, engine and IO errors exit 1; usage errors 2 (argparse)
     assert "error:" in proc.stderr and "nope.txt" in proc.stderr and "Traceback" not in proc.stderr
 
 

@@ -81,6 +81,8 @@ class NeuralBlock:
 
     def write(self, java_values: Any, flat: np.ndarray) -> None:
         """Write a validated, flattened (entities × classes) float32 array into the atom-value array."""
+        if flat.size == 0:
+            return
         if self.perm is not None:
             chunk = np.empty(flat.size, dtype=np.float32)
             chunk[self.perm] = flat
@@ -256,7 +258,7 @@ class AtomIndex:
         else:
             entities = pd.DataFrame(args[:, :-1], columns=[f"arg{i}" for i in range(spec.arity - 1)])
             entities, features = entities.drop_duplicates(ignore_index=True), None
-        classes = list(dict.fromkeys(args[:, -1].tolist()))
+        classes = list(dict.fromkeys(args[:, -1].tolist())) or [str(c) for c in range(k)]  # no entities: 0..k-1
         if all(str(c).lstrip("-").isdigit() for c in classes):
             classes = sorted(classes, key=lambda c: int(c))
         if len(classes) != k:

@@ -96,6 +96,9 @@ class Solver:
         Args:
             reset: Restart the reasoner from the current atom values instead of its last state.
         """
+        if int(self.term_store.size()) == 0:
+            # Nothing to optimise (PSL's ADMM would spin to its iteration cap); as the jar reports: objective 0.
+            return SolveStats(0.0, 0, 0)
         jvm.sync_log_level()
         if self.name == "admm":
             _java.clear_admm_cache()
