@@ -133,6 +133,12 @@ def _cmd_infer(args: argparse.Namespace) -> int:
                 "Python (Bridge.infer(neural=...)), not from the command line"
             )
         result = bridge.infer()
+        for row in bridge.program.evaluate():  # as the jar's Runtime logs its declared evaluations
+            print(
+                f"Evaluation results: Evaluator: {row['evaluator']}, Predicate: {row['predicate'].upper()}, "
+                f"Results -- {row['stats']}",
+                file=sys.stderr,
+            )
         for key, rows in bridge.program.targets.items():
             if len(rows.index) == 0:
                 continue  # PSL writes no file for a predicate without random variables

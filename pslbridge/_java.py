@@ -23,7 +23,7 @@ import contextlib
 import json
 import logging
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -56,6 +56,12 @@ _CLASSES = {
     "ConstantNumber": _PSL + "model.rule.arithmetic.expression.coefficient.ConstantNumber",
     "FunctionComparator": _PSL + "reasoner.function.FunctionComparator",
     "PslRuntime": _PSL + "runtime.Runtime",
+    "ExternalFunctionalPredicate": _PSL + "model.predicate.ExternalFunctionalPredicate",
+    "Reflection": _PSL + "util.Reflection",
+    "Options": _PSL + "config.Options",
+    "RuntimeOptions": _PSL + "config.RuntimeOptions",
+    "Option": _PSL + "config.Option",
+    "Modifier": "java.lang.reflect.Modifier",
     "PslStringUtils": _PSL + "util.StringUtils",
     "Parallel": _PSL + "util.Parallel",
     "PslLogger": _PSL + "util.Logger",
@@ -522,6 +528,112 @@ def _registry_map() -> Any:
         field.setAccessible(True)
         _REGISTRY.append(field.get(None))
     return _REGISTRY[0]
+
+
+class FunctionErrors(list):
+    """Failures of Python callables behind external functional predicates, recorded during grounding."""
+
+
+def declare_function(name: str, types: Sequence[str], fn: Callable[..., float], errors: FunctionErrors) -> Any:
+    """Declare an external functional predicate whose values come from the Python callable ``fn``.
+
+    PSL calls ``fn(*arguments)`` (the arguments as the data write them, strings) while grounding; it must return a
+    number in [0, 1]. A callable that raises or returns anything else makes the call count 0 and is recorded in
+    ``errors`` (the program then refuses to build, naming the predicate, arguments and problem).
+
+    Example:
+        >>> errors = FunctionErrors()
+        >>> pred = declare_function("DocSim", ["UniqueStringID"] * 2, lambda a, b: float(a == b), errors)
+        >>> str(pred.getName()), int(pred.getArity())
+        ('DOCSIM', 2)
+        >>> unregister_predicate("DocSim")
+    """
+    import jpype
+
+    java_types = jpype.JArray(J.ConstantType)([getattr(J.ConstantType, t) for t in types])
+
+    @jpype.JImplements(_PSL + "model.function.ExternalFunction")
+    class PythonFunction:
+        @jpype.JOverride
+        def getValue(self, db: Any, args: Any) -> float:
+            values = [_constant_text(a) for a in args]
+            try:
+                value = float(fn(*values))
+            except Exception as exc:  # noqa: BLE001 - reported after grounding, with the arguments
+                errors.append(f"{name}{tuple(values)} raised {type(exc).__name__}: {exc}")
+                return 0.0
+            if not 0.0 <= value <= 1.0:
+                errors.append(f"{name}{tuple(values)} returned {value}, not a number in [0, 1]")
+                return 0.0
+            return value
+
+        @jpype.JOverride
+        def getArity(self) -> int:
+            return len(types)
+
+        @jpype.JOverride
+        def getArgumentTypes(self) -> Any:
+            return java_types
+
+    with guard(f"declaring functional predicate {name}"):
+        return J.ExternalFunctionalPredicate.get(name, PythonFunction())
+
+
+def _constant_text(constant: Any) -> str:
+    for getter in ("getID", "getValue"):
+        method = getattr(constant, getter, None)
+        if method is not None:
+            return str(method())
+    return str(constant.rawToString())
+
+
+def evaluate(evaluator: str, options: Mapping[str, str], predicate: Any, database: Any, truth: Any) -> dict[str, Any]:
+    """Run one of PSL's evaluators (built under its options) on a predicate's values against its truth.
+
+    Returns:
+        ``rep_metric``, ``normalized`` (PSL's normalised representative metric), ``higher_is_better`` and ``stats``
+        (its ``getAllStats()`` text, as the jar prints it).
+
+    Example:
+        >>> from pslbridge.model_files import EvaluationSpec, ModelSpec
+        >>> from pslbridge.program import GroundProgram
+        >>> spec = ModelSpec.from_python(rules=["1: EvA(X) -> EvB(X) ^2"], predicates={"EvA": 1, "EvB": 1},
+        ...     observations={"EvA": [("x", 1.0)]}, targets={"EvB": [("x",)]}, truth={"EvB": [("x", 1.0)]})
+        >>> spec.predicates["EVB"].evaluations = [EvaluationSpec("ContinuousEvaluator")]
+        >>> with GroundProgram(spec) as small:  # GroundProgram.evaluate calls this
+        ...     _ = small.solve(reset=True)
+        ...     row = small.evaluate()[0]
+        >>> row["evaluator"], row["stats"].startswith("MAE")
+        ('ContinuousEvaluator', True)
+    """
+    with config_layer(options), guard(f"evaluating with {evaluator}"):
+        instance = J.Reflection.newObject(evaluator)
+        instance.compute(database, truth, predicate)
+        return {
+            "evaluator": str(instance.getClass().getSimpleName()),
+            "rep_metric": float(instance.getRepMetric()),
+            "normalized": float(instance.getNormalizedRepMetric()),
+            "higher_is_better": bool(instance.isHigherRepBetter()),
+            "stats": str(instance.getAllStats()),
+        }
+
+
+_KNOWN_OPTIONS: list[str] = []
+
+
+def known_options() -> list[str]:
+    """Every option name PSL 2.4.0 declares (``Options`` and ``RuntimeOptions``), read from the jar.
+
+    Example:
+        >>> "admmreasoner.maxiterations" in known_options(), "duallcqp.primaldualthreshold" in known_options()
+        (True, True)
+    """
+    if not _KNOWN_OPTIONS:
+        for holder in (J.Options, J.RuntimeOptions):
+            for field in holder.class_.getFields():
+                if J.Modifier.isStatic(field.getModifiers()) and J.Option.class_.isAssignableFrom(field.getType()):
+                    _KNOWN_OPTIONS.append(str(field.get(None).name()))
+    return list(_KNOWN_OPTIONS)
 
 
 # --- data store, grounding --------------------------------------------------------------

@@ -59,6 +59,8 @@ class Bridge(ProgramView):
             options configure the bilevel losses.
         reasoner: ``"admm"`` (default), ``"dualbcd"``, ``"distributeddualbcd"`` or ``"sgd"``; see
             :mod:`pslbridge.reasoners` for how the dual-BCD ones compare with ADMM.
+        functions: Python callables for the model's external functional predicates, by name: PSL calls
+            ``fn(*arguments)`` (strings, as in the data) while grounding; each returns a number in [0, 1].
 
     Raises:
         ModelFileError: The model is malformed.
@@ -78,9 +80,10 @@ class Bridge(ProgramView):
         phase: str = "infer",
         options: Mapping[str, Any] | None = None,
         reasoner: str = "admm",
+        functions: Mapping[str, Any] | None = None,
     ) -> None:
         spec = model if isinstance(model, ModelSpec) else load_model(model, data, phase=phase)
-        self._program: GroundProgram | None = GroundProgram(spec, dict(options or {}), reasoner)
+        self._program: GroundProgram | None = GroundProgram(spec, dict(options or {}), reasoner, functions)
         self._pushed: set[str] = set()
         self._losses: dict[str, Loss] = {}
         neural_names = set(self._program.neural)
@@ -92,7 +95,14 @@ class Bridge(ProgramView):
         self._warned_constraints = False
 
     @classmethod
-    def from_python(cls, *, options: Mapping[str, Any] | None = None, reasoner: str = "admm", **model: Any) -> Bridge:
+    def from_python(
+        cls,
+        *,
+        options: Mapping[str, Any] | None = None,
+        reasoner: str = "admm",
+        functions: Mapping[str, Any] | None = None,
+        **model: Any,
+    ) -> Bridge:
         """Build from Python objects; keyword arguments as :meth:`ModelSpec.from_python`.
 
         Example:
@@ -102,7 +112,7 @@ class Bridge(ProgramView):
             1
             >>> b.close()
         """
-        return cls(ModelSpec.from_python(**model), options=options, reasoner=reasoner)
+        return cls(ModelSpec.from_python(**model), options=options, reasoner=reasoner, functions=functions)
 
     # -- introspection ----------------------------------------------------------------
 
@@ -284,6 +294,30 @@ class Bridge(ProgramView):
         )
 
     # -- diagnostics ------------------------------------------------------------------
+
+    def evaluate(self) -> pd.DataFrame:
+        """The model's declared evaluations, by PSL's own evaluators, on the current values against the truth.
+
+        Run :meth:`infer` first. One row per evaluation: ``predicate``, ``evaluator``, ``primary``, ``rep_metric``
+        (the evaluator's representative metric), ``normalized``, ``higher_is_better``, ``stats`` (what the jar
+        prints).
+
+        Example:
+            >>> from pslbridge.model_files import EvaluationSpec
+            >>> spec = ModelSpec.from_python(rules=["1: A(X) -> B(X) ^2", "1: !B(X) ^2"],
+            ...     predicates={"A": 1, "B": 1}, observations={"A": [("x", 1.0), ("y", 0.0)]},
+            ...     targets={"B": [("x",), ("y",)]}, truth={"B": [("x", 1.0), ("y", 0.0)]})
+            >>> spec.predicates["B"].evaluations = [EvaluationSpec("DiscreteEvaluator")]
+            >>> with Bridge(spec) as bridge:
+            ...     _ = bridge.infer()
+            ...     bridge.evaluate()[["predicate", "evaluator", "rep_metric"]]
+              predicate          evaluator  rep_metric
+            0         B  DiscreteEvaluator         1.0
+        """
+        return pd.DataFrame(
+            self.program.evaluate(),
+            columns=["predicate", "primary", "evaluator", "rep_metric", "normalized", "higher_is_better", "stats"],
+        )
 
     def rules_table(self) -> pd.DataFrame:
         """Each rule's weight, terms, Φ and violated constraints (:func:`pslbridge.diagnostics.rules_table`)."""

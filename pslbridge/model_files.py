@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "DataTable",
+    "EvaluationSpec",
     "ModelSpec",
     "NeuralSpec",
     "PARTITIONS",
@@ -123,6 +124,25 @@ class NeuralSpec:
     options: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class EvaluationSpec:
+    """One evaluation of a predicate's inferred values against its truth (a PSL ``Evaluator``).
+
+    Attributes:
+        evaluator: The evaluator, as the config names it (``CategoricalEvaluator`` or a qualified class name).
+        options: Options applied while the evaluator is built (e.g. ``categoricalevaluator.defaultpredicate``).
+        primary: The evaluation PSL's learners would select on.
+
+    Example:
+        >>> EvaluationSpec("DiscreteEvaluator").primary
+        False
+    """
+
+    evaluator: str
+    options: tuple[tuple[str, str], ...] = ()
+    primary: bool = False
+
+
 @dataclass
 class PredicateSpec:
     """A predicate declaration.
@@ -134,6 +154,9 @@ class PredicateSpec:
         closed: Explicitly closed (True) / open (False), or None to infer from targets.
         neural: Set for neural predicates.
         options: Predicate options passed to PSL.
+        function: For an external functional predicate: the implementation the file names (a Java class in
+            PSL); pslbridge computes it with a Python callable (``Bridge(..., functions={name: fn})``).
+        evaluations: Evaluations of this predicate declared in the model (run by :meth:`pslbridge.Bridge.evaluate`).
 
     Example:
         >>> PredicateSpec("Knows", 2).types
@@ -146,6 +169,8 @@ class PredicateSpec:
     closed: bool | None = None
     neural: NeuralSpec | None = None
     options: dict[str, str] = field(default_factory=dict)
+    function: str | None = None
+    evaluations: list[EvaluationSpec] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.types:
@@ -247,6 +272,8 @@ class ModelSpec:
         spec = self.predicate(predicate)
         if spec.neural is not None:
             return False
+        if spec.function is not None:
+            return True
         if spec.closed is not None:
             return spec.closed
         return not self.tables(predicate, "targets")
@@ -255,6 +282,11 @@ class ModelSpec:
     def neural_predicates(self) -> list[PredicateSpec]:
         """Neural predicates in declaration order."""
         return [p for p in self.predicates.values() if p.neural is not None]
+
+    @property
+    def functional_predicates(self) -> list[PredicateSpec]:
+        """External functional predicates in declaration order."""
+        return [p for p in self.predicates.values() if p.function is not None]
 
     # -- constructors ----------------------------------------------------------------
 
@@ -394,6 +426,13 @@ class ModelSpec:
         """
         for table in self.data:
             spec = self.predicate(table.predicate)
+            if spec.function is not None and len(table):
+                raise ModelFileError(
+                    f"predicate {spec.name} is an external functional predicate: its values come from its function, "
+                    f"so it cannot have {table.partition} data",
+                    path=table.origin,
+                    predicate=spec.name,
+                )
             if table.partition == "targets" and spec.closed:
                 raise ModelFileError(
                     f"predicate {spec.name} is declared closed but has target rows; declare it open "
@@ -788,8 +827,6 @@ class _RuntimeConfigReader:
             raise self.fail(f"arity mismatch on predicate {name}: arity {arity}, {len(types)} types", name)
         if not types:
             types = ["UniqueIntID" if int_ids else "UniqueStringID"] * arity
-        if definition.get("function") is not None:
-            raise self.fail(f"predicate {name}: external functional predicates are not supported by pslbridge", name)
         ptype = definition.get("type")
         pred_options = self.options(definition.get("options"), f"predicates.{raw_name}.options")
         spec = PredicateSpec(name, arity, [str(t) for t in types], options=pred_options)
@@ -799,6 +836,9 @@ class _RuntimeConfigReader:
             raise self.fail(f"predicate {name}: unknown type {ptype!r}; use DeepPredicate or StandardPredicate", name)
         if ptype is not None and _predicate_type(ptype) == "DeepPredicate":
             spec.neural = self.neural(spec, pred_options)
+        if definition.get("function") is not None:
+            spec.function = str(definition["function"])
+        spec.evaluations = _evaluations(definition.get("evaluations"), name, str(self.path))
         tables = []
         for partition in PARTITIONS:
             tables.extend(self.partition(spec, partition, definition.get(partition)))
@@ -865,6 +905,37 @@ class _RuntimeConfigReader:
         return tables
 
 
+def _evaluations(raw: Any, predicate: str, origin: str) -> list[EvaluationSpec]:
+    """A config's ``evaluations`` entries: class names, or ``{evaluator, options, primary}`` objects."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raw = [raw]
+    out = []
+    for entry in raw:
+        if isinstance(entry, str):
+            out.append(EvaluationSpec(entry))
+        elif isinstance(entry, dict) and isinstance(entry.get("evaluator"), str):
+            options = entry.get("options") or {}
+            if not isinstance(options, dict):
+                raise ModelFileError(
+                    f"evaluation options of {predicate} must be an object", path=origin, predicate=predicate
+                )
+            pairs = tuple(sorted((str(k), _option_text(v)) for k, v in options.items()))
+            out.append(EvaluationSpec(entry["evaluator"], pairs, bool(entry.get("primary", False))))
+        else:
+            raise ModelFileError(
+                f"evaluation of {predicate} must be an evaluator class name or an object with 'evaluator': {entry!r}",
+                path=origin,
+                predicate=predicate,
+            )
+    if sum(e.primary for e in out) > 1:
+        raise ModelFileError(
+            f"predicate {predicate} has more than one primary evaluation", path=origin, predicate=predicate
+        )
+    return out
+
+
 def _option_text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -928,36 +999,91 @@ class _DataFileReader:
         return model
 
     def declaration(self, key: str, value: Any, text: str) -> PredicateSpec:
-        line = _line_of(text, key)
-        if "/" not in key or not key.split("/", 1)[1].strip().isdigit():
-            raise ModelFileError(f"predicate declaration {key!r} must look like Name/arity", path=self.path, line=line)
-        name, arity = key.split("/", 1)
-        spec = PredicateSpec(_check_name(name.strip(), str(self.path)), int(arity))
-        if isinstance(value, str) and value.strip().lower() in ("open", "closed"):
-            spec.closed = value.strip().lower() == "closed"
-            return spec
+        """One ``predicates:`` entry, in any form PSL 2.3's data loader accepted (plus neural predicates).
+
+        ``Name/arity: open|closed``; a property list ``[open, block, {types: [...]}]``; ``Name:`` without an
+        arity when ``types`` gives it; ``{implementation: ...}`` (or ``function:``) for an external functional
+        predicate; ``{type: neural, class-size: K, ...}`` for a neural one.
+        """
+        where = {"path": self.path, "line": _line_of(text, key)}
+        name, _, arity_text = key.partition("/")
+        if arity_text and not arity_text.strip().isdigit():
+            raise ModelFileError(f"predicate declaration {key!r} must look like Name or Name/arity", **where)
+        name = _check_name(name.strip(), str(self.path))
         if isinstance(value, dict) and str(value.get("type", "")).lower() == "neural":
-            opts = {str(k): _option_text(v) for k, v in value.items() if k != "type"}
-            if "class-size" not in opts:
+            if not arity_text:
                 raise ModelFileError(
-                    f"neural predicate {spec.name} needs 'class-size'", path=self.path, line=line, predicate=spec.name
+                    f"neural predicate {name} must be declared as {name}/arity", predicate=name, **where
                 )
-            indexes = opts.get("entity-argument-indexes", ",".join(str(i) for i in range(spec.arity - 1)))
-            mapping = opts.get("entity-data-map-path")
-            spec.neural = NeuralSpec(
-                int(opts["class-size"]),
-                [int(i) for i in indexes.split(",")],
-                str(self.path.parent / mapping) if mapping else None,
-                opts,
+            return self.neural_declaration(PredicateSpec(name, int(arity_text)), value, where)
+        closed, types, function = self.properties(name, value, where)
+        arity = int(arity_text) if arity_text else len(types) or None
+        if types and arity != len(types):
+            raise ModelFileError(
+                f"size mismatch on predicate {name}: arity {arity} declared, {len(types)} types given",
+                predicate=name,
+                **where,
             )
-            _validate_neural(spec, str(self.path))
-            return spec
-        raise ModelFileError(
-            f"predicate {key} must be 'open', 'closed' or {{type: neural, class-size: K}}, got {value!r}",
-            path=self.path,
-            line=line,
-            predicate=spec.name,
+        if arity is None:
+            raise ModelFileError(
+                f"could not find the arity of predicate {name}: write {name}/arity or give types",
+                predicate=name,
+                **where,
+            )
+        if function is None and closed is None:
+            raise ModelFileError(f"predicate {name}: say whether it is open or closed", predicate=name, **where)
+        return PredicateSpec(name, arity, types, closed=closed, function=function)
+
+    def properties(self, name: str, value: Any, where: dict[str, Any]) -> tuple[bool | None, list[str], str | None]:
+        """``(closed, types, function)`` from a predicate's property list (PSL 2.3's data format)."""
+        closed, types, function = None, [], None
+        for prop in value if isinstance(value, list) else [value]:
+            if isinstance(prop, str) and prop.strip().lower() in ("open", "closed", "block"):
+                word = prop.strip().lower()
+                if word == "block":
+                    log.info("%s: predicate %s: 'block' has no PSL 2.4 equivalent and is ignored", self.path, name)
+                else:
+                    closed = word == "closed"
+            elif isinstance(prop, dict):
+                for key, raw in prop.items():
+                    if key == "types":
+                        types = [str(t) for t in (raw if isinstance(raw, list) else [raw])]
+                    elif key in ("implementation", "function"):
+                        function = str(raw)
+                    elif key in ("modeltype", "config"):
+                        raise ModelFileError(
+                            f"predicate {name}: PSL 2.3's model predicates ('{key}') have no PSL 2.4 equivalent; "
+                            "declare a neural predicate instead ({type: neural, class-size: K})",
+                            predicate=name,
+                            **where,
+                        )
+                    else:
+                        raise ModelFileError(
+                            f"predicate {name} has an unknown property {key!r}", predicate=name, **where
+                        )
+            else:
+                raise ModelFileError(
+                    f"predicate {name} must be 'open', 'closed', a property list such as [open, {{types: [...]}}] "
+                    f"or {{type: neural, class-size: K}}, got {prop!r}",
+                    predicate=name,
+                    **where,
+                )
+        return closed, types, function
+
+    def neural_declaration(self, spec: PredicateSpec, value: dict[str, Any], where: dict[str, Any]) -> PredicateSpec:
+        opts = {str(k): _option_text(v) for k, v in value.items() if k != "type"}
+        if "class-size" not in opts:
+            raise ModelFileError(f"neural predicate {spec.name} needs 'class-size'", predicate=spec.name, **where)
+        indexes = opts.get("entity-argument-indexes", ",".join(str(i) for i in range(spec.arity - 1)))
+        mapping = opts.get("entity-data-map-path")
+        spec.neural = NeuralSpec(
+            int(opts["class-size"]),
+            [int(i) for i in indexes.split(",")],
+            str(self.path.parent / mapping) if mapping else None,
+            opts,
         )
+        _validate_neural(spec, str(self.path))
+        return spec
 
 
 def _as_list(value: Any) -> list[str]:

@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +78,16 @@ def spec_to_runtime_config(
     predicates: dict[str, Any] = {}
     neural = neural or {}
     for pred in spec.predicates.values():
+        if pred.function is not None:
+            raise EngineError(
+                f"the oracle cannot run functional predicate {pred.name}: the jar needs a Java class for it, and "
+                "pslbridge computes it with a Python callable"
+            )
         entry: dict[str, Any] = {"types": list(pred.types)}
+        if pred.evaluations:
+            entry["evaluations"] = [
+                {"evaluator": e.evaluator, "options": dict(e.options), "primary": e.primary} for e in pred.evaluations
+            ]
         for partition in ("observations", "targets", "truth"):
             rows = []
             for table in spec.tables(pred.name, partition):
@@ -126,6 +135,7 @@ class RuntimeOutput:
         rules: The rules (learned weights after learning) as PSL reports them.
         objective: The final objective of the last inference, from PSL's log.
         log: PSL's log output.
+        evaluations: What the Runtime reported of each declared evaluation (``"<predicate> ... <stats>"``).
 
     Example:
         >>> out = RuntimeOutput(pd.DataFrame({"predicate": ["KNOWS"], "arguments": [("a", "b")], "value": [0.5],
@@ -138,6 +148,7 @@ class RuntimeOutput:
     rules: list[dict[str, Any]]
     objective: float | None
     log: str
+    evaluations: list[str] = field(default_factory=list)
 
     def values(self, predicate: str, order: pd.DataFrame) -> np.ndarray:
         """Inferred values of ``predicate`` in the row order of ``order`` (argument columns)."""
@@ -222,4 +233,7 @@ def run_runtime(
         ],
         columns=["predicate", "arguments", "value", "observed"],
     )
-    return RuntimeOutput(atoms, list(raw.get("rules") or []), raw.get("objective"), proc.stdout + proc.stderr)
+    evaluations = [str(e) for e in raw.get("evaluations") or []]
+    return RuntimeOutput(
+        atoms, list(raw.get("rules") or []), raw.get("objective"), proc.stdout + proc.stderr, evaluations
+    )

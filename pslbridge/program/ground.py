@@ -22,7 +22,7 @@ import itertools
 import logging
 import math
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -62,7 +62,13 @@ class GroundProgram:
     """
 
     @jvm.required
-    def __init__(self, spec: ModelSpec, options: Mapping[str, Any] | None = None, reasoner: str = "admm") -> None:
+    def __init__(
+        self,
+        spec: ModelSpec,
+        options: Mapping[str, Any] | None = None,
+        reasoner: str = "admm",
+        functions: Mapping[str, Callable[..., float]] | None = None,
+    ) -> None:
         self.spec = spec
         self.id = next(_ids)
         self.options = {**spec.options, **{k: _option_text(v) for k, v in (options or {}).items()}}
@@ -74,8 +80,9 @@ class GroundProgram:
         self._dirty = False  # neural values written to the value array but not yet to the atom objects
         self._labels: Labels | None = None
         self._proximity: Proximity | None = None
-        built = build(spec, self.options, self.reasoner_name)
+        built = build(spec, self.options, self.reasoner_name, functions)
         self._registry, self._rules, self._grounded = built.registry, built.rules, built.grounded
+        self._predicates = built.predicates
         self._atoms, self._terms, self._solver = built.atoms, built.terms, built.solver
         self.rules = self._rules.info
         self.weighted_rules = self._rules.weighted
@@ -301,6 +308,30 @@ class GroundProgram:
         self.check_open()
         with self.lock:
             return self._solver.gradient(self.atom_count)
+
+    def evaluate(self) -> list[dict[str, Any]]:
+        """Run the model's declared evaluations (PSL's own evaluators) on the current values against the truth.
+
+        Returns:
+            One dict per evaluation: ``predicate``, ``evaluator``, ``primary``, ``rep_metric``, ``normalized``,
+            ``higher_is_better``, ``stats``.
+        """
+        self.check_open()
+        rows = []
+        with self.lock:
+            self.sync_atoms()
+            for spec in self.spec.predicates.values():
+                for evaluation in spec.evaluations:
+                    grounded = self._grounded
+                    result = _java.evaluate(
+                        evaluation.evaluator,
+                        dict(evaluation.options),
+                        self._predicates[spec.key],
+                        grounded.db,
+                        grounded.truth_db,
+                    )
+                    rows.append({"predicate": spec.name, "primary": evaluation.primary, **result})
+        return rows
 
     # -- state -------------------------------------------------------------------------
 

@@ -16,14 +16,17 @@ Example:
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import time
-from collections.abc import Mapping, Sequence
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .. import _java, jvm
 from .._java import guard
+from ..errors import ModelFileError
 from ..model_checks import check_duplicates, check_rules, neural_target_table, read_entity_map
 from ..model_files import DataTable, ModelSpec
 from .atoms import AtomIndex
@@ -100,7 +103,8 @@ def ground(
         The grounded program's Java objects. On failure the partly built objects are closed.
     """
     url = f"jdbc:sqlite:file:pslbridge_{next(_ids)}?mode=memory&cache=shared&read_uncommitted=true"
-    datastore, partitions = _java.open_memory_datastore(url, list(predicates.values()))
+    standard = [predicates[p.key] for p in spec.predicates.values() if p.function is None]
+    datastore, partitions = _java.open_memory_datastore(url, standard)
     grounded = Grounded(datastore)
     try:
         tables = [t for t in spec.data if not (t.partition == "targets" and t.predicate.upper() in neural_targets)]
@@ -111,7 +115,7 @@ def ground(
                 values = None if table.values is None else table.values.tolist()
                 pred = predicates[table.predicate.upper()]
                 _java.insert_rows(datastore, pred, partitions[table.partition], table.args.tolist(), values)
-        closed = [predicates[p.key] for p in spec.predicates.values() if spec.is_closed(p.name)]
+        closed = [predicates[p.key] for p in spec.predicates.values() if spec.is_closed(p.name) and p.function is None]
         with _java.config_layer({**options, "inference.initialvalue": "ATOM"}):
             jvm.sync_log_level()
             with guard("grounding"):
@@ -131,6 +135,7 @@ class Built:
     """Everything a :class:`~pslbridge.program.GroundProgram` is made of, as :func:`build` returns it."""
 
     registry: PredicateRegistry
+    predicates: dict[str, Any]
     rules: RuleSet
     grounded: Grounded
     atoms: AtomIndex
@@ -139,16 +144,23 @@ class Built:
     timings: dict[str, float]
 
 
-def build(spec: ModelSpec, options: Mapping[str, str], reasoner: str) -> Built:
+def build(
+    spec: ModelSpec,
+    options: Mapping[str, str],
+    reasoner: str,
+    functions: Mapping[str, Callable[..., float]] | None = None,
+) -> Built:
     """Check a model in Python, then declare, compile, load, ground and index it.
 
     Nothing reaches the JVM before the Python checks pass; on any later failure everything built is
-    closed and the predicates released, so the process stays usable.
+    closed and the predicates released, so the process stays usable. Option names PSL does not know are
+    warned about (naming the closest known one): PSL itself ignores them silently.
 
     Raises:
-        ModelFileError: The model is malformed.
+        ModelFileError: The model is malformed, or a functional predicate's callable failed.
         EngineError: PSL failed.
     """
+    _warn_unknown_options(options)
     check_rules(spec)
     check_duplicates(spec)
     entity_maps = {p.key: m for p in spec.neural_predicates if (m := read_entity_map(p)) is not None}
@@ -159,12 +171,18 @@ def build(spec: ModelSpec, options: Mapping[str, str], reasoner: str) -> Built:
     grounded = None
     t0 = time.perf_counter()
     try:
-        predicates = registry.declare()
+        errors = _java.FunctionErrors()
+        predicates = registry.declare(functions, errors)
         rules = RuleSet(spec.rules)
         t1 = time.perf_counter()
         grounded = ground(
             spec, predicates, rules.java, options=options, reasoner=reasoner, neural_targets=neural_targets
         )
+        if errors:
+            raise ModelFileError(
+                f"{len(errors)} call(s) of functional predicates failed while grounding: " + "; ".join(errors[:3]),
+                path=spec.source,
+            )
         t2 = time.perf_counter()
         atoms = AtomIndex(spec, grounded.atom_store, entity_maps, neural_targets)
         terms = Terms(grounded.term_store, grounded.atom_store, rules, int(grounded.term_store.size()))
@@ -179,4 +197,13 @@ def build(spec: ModelSpec, options: Mapping[str, str], reasoner: str) -> Built:
         registry.release()
         raise
     timings = {"compile": t1 - t0, "ground": t2 - t1, "index": time.perf_counter() - t2}
-    return Built(registry, rules, grounded, atoms, terms, solver, timings)
+    return Built(registry, predicates, rules, grounded, atoms, terms, solver, timings)
+
+
+def _warn_unknown_options(options: Mapping[str, str]) -> None:
+    known = set(_java.known_options())
+    for key in options:
+        if key not in known:
+            close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            warnings.warn(f"PSL option {key!r} is unknown to PSL 2.4.0 and is ignored{hint}", UserWarning, stacklevel=4)

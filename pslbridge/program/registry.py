@@ -15,7 +15,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .. import _java
@@ -51,20 +51,42 @@ class PredicateRegistry:
         self.source = source
         self._held: list[str] = []
 
-    def declare(self) -> dict[str, Any]:
+    def declare(
+        self, functions: Mapping[str, Callable[..., float]] | None = None, errors: list | None = None
+    ) -> dict[str, Any]:
         """Declare every predicate (checking all for clashes first); return the Java predicates by key.
 
+        Args:
+            functions: Python callables of the external functional predicates, by name (case-insensitive).
+            errors: Where the callables' failures during grounding are recorded.
+
         Raises:
-            ModelFileError: A predicate clashes with one declared elsewhere in this process.
+            ModelFileError: A predicate clashes with one declared elsewhere in this process, or a functional
+                predicate has no callable.
         """
+        callables = {str(k).upper(): v for k, v in (functions or {}).items()}
         for spec in self.predicates:
             existing = _java.find_predicate(spec.name)
             if existing is not None:
                 self._check_clash(spec, existing)
+            if spec.function is not None and not callable(callables.get(spec.key)):
+                raise ModelFileError(
+                    f"predicate {spec.name} is an external functional predicate (implemented by {spec.function} in "
+                    f"PSL); pslbridge computes it in Python: pass functions={{{spec.name!r}: fn}} with fn(*args) -> "
+                    "a number in [0, 1]",
+                    path=self.source,
+                    predicate=spec.name,
+                )
+        unknown = sorted(set(callables) - {p.key for p in self.predicates if p.function is not None})
+        if unknown:
+            raise ModelFileError(f"functions given for {unknown}, which are not functional predicates of the model")
         declared = {}
         for spec in self.predicates:
             existed = _java.find_predicate(spec.name) is not None
-            declared[spec.key] = _java.declare_predicate(spec.name, spec.types, deep=spec.neural is not None)
+            if spec.function is not None:
+                declared[spec.key] = _java.declare_function(spec.name, spec.types, callables[spec.key], errors)
+            else:
+                declared[spec.key] = _java.declare_predicate(spec.name, spec.types, deep=spec.neural is not None)
             if not existed or spec.key in _IN_USE:
                 _IN_USE[spec.key] = _IN_USE.get(spec.key, 0) + 1
                 self._held.append(spec.key)
@@ -81,7 +103,7 @@ class PredicateRegistry:
 
     def _check_clash(self, spec: PredicateSpec, existing: Any) -> None:
         types, deep, standard = _java.predicate_signature(existing)
-        if types == spec.types and deep == (spec.neural is not None) and standard:
+        if types == spec.types and deep == (spec.neural is not None) and standard and spec.function is None:
             return
         kind = "neural" if deep else "standard"
         owner = (
