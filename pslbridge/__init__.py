@@ -13,7 +13,12 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 from typing import Any
+
+# TensorFlow's C++ start-up noise ("Could not find cuda drivers", "failed call to cuInit") is not printed unless the
+# user chose a level: set before anything of pslbridge imports TensorFlow.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from ._version import __version__
 from .errors import (

@@ -1,0 +1,416 @@
+"""Keras-native NeuPSL: a :class:`NeuPSLModel` is a ``keras.Model`` whose loss is computed by PSL.
+
+``model.fit(ProgramData(...), epochs=...)`` trains the networks bound to neural predicates through the PSL
+program(s) with Keras' own machinery: its ``History``, progress bar and every standard callback
+(``EarlyStopping``, ``ModelCheckpoint``, ``TerminateOnNaN``, ``CSVLogger``, ``TensorBoard``, ``LambdaCallback``),
+with the batch hooks called every step. Each step runs each network's forward pass once: the predictions go into
+PSL inside the training graph (``tf.numpy_function``) and ``∂loss/∂prediction`` comes back as that op's gradient
+(``tf.custom_gradient``), so the tape's backward pass continues from the same forward computation.
+
+One Keras "batch" is one ground program (a :class:`pslbridge.Bridge` with its entities' network inputs): several
+programs are mini-batches over one network per neural predicate, as :meth:`pslbridge.training.Trainer.batched`.
+Learned rule weights (with ``weights=``) carry from one program to the next and to the programs given to
+:meth:`NeuPSLModel.infer`. :meth:`NeuPSLModel.save_neupsl` writes one artefact (rules, learned weights, predicate
+declarations, options and the networks in Keras' own format; no pickle) that :func:`load_neupsl` turns into a
+:class:`NeuPSLPredictor` for new entities and observations.
+
+Example:
+    >>> import keras
+    >>> from pslbridge import Bridge
+    >>> from pslbridge.experiments.mnist_add import add1_spec
+    >>> net = keras.Sequential([keras.Input((4,)), keras.layers.Dense(10, activation="softmax")])
+    >>> bridge = Bridge(add1_spec([(0, 1)], sums=[7], phase="learn"))
+    >>> data = ProgramData([(bridge, {"Neural": np.eye(2, 4, dtype="float32")})])
+    >>> model = NeuPSLModel({"Neural": net})
+    >>> model.compile(optimizer=keras.optimizers.Adam(0.01))
+    >>> history = model.fit(data, epochs=3, verbose=0)
+    >>> sorted(history.history), history.history["loss"][-1] < history.history["loss"][0]
+    (['energy', 'loss'], True)
+    >>> bridge.close()
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+import zipfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from .bridge import Bridge
+from .errors import CheckpointError, ConfigurationError
+from .learning import WeightOptimizer
+from .losses import Loss
+from .model_files import ModelSpec, NeuralSpec, PredicateSpec
+from .results import InferenceResult, find_key
+
+__all__ = ["NeuPSLModel", "NeuPSLPredictor", "ProgramData", "load_neupsl"]
+
+log = logging.getLogger(__name__)
+FORMAT = "pslbridge-neupsl"
+VERSION = 1
+
+
+class ProgramData(keras.utils.PyDataset):
+    """The training data of a :class:`NeuPSLModel`: programs and their networks' inputs, one per Keras batch.
+
+    Args:
+        batches: ``(bridge, {neural predicate: inputs})`` per program; inputs have one row per entity, in
+            :meth:`pslbridge.Bridge.entities` order.
+        passes: Passes over the programs per Keras epoch.
+        shuffle: Visit the programs in a new random order every pass.
+        seed: Seed of the order.
+
+    Raises:
+        ConfigurationError: No program, or inputs that do not cover a program's neural predicates or rows.
+
+    Example:
+        >>> from pslbridge import Bridge
+        >>> from pslbridge.experiments.mnist_add import add1_spec
+        >>> with Bridge(add1_spec([(0, 1)], sums=[3], phase="learn")) as b:
+        ...     data = ProgramData([(b, {"Neural": np.zeros((2, 4))})], passes=3)
+        ...     len(data), sorted(data[0])
+        (3, ['Neural', 'program'])
+    """
+
+    def __init__(
+        self,
+        batches: Sequence[tuple[Bridge, Mapping[str, Any]]],
+        *,
+        passes: int = 1,
+        shuffle: bool = True,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        if not batches:
+            raise ConfigurationError("ProgramData needs at least one (bridge, inputs) pair")
+        if not isinstance(passes, int) or passes < 1:
+            raise ConfigurationError(f"passes must be an integer >= 1, got {passes!r}")
+        self.bridges = [b for b, _ in batches]
+        self.inputs = []
+        for k, (bridge, inputs) in enumerate(batches):
+            names = {p.upper(): p for p in bridge.neural_predicates}
+            if {n.upper() for n in inputs} != set(names):
+                raise ConfigurationError(
+                    f"program {k}: give inputs for exactly its neural predicates {sorted(names.values())}, "
+                    f"got {sorted(inputs)}"
+                )
+            arrays = {}
+            for name, value in inputs.items():
+                array = np.asarray(value)
+                rows = bridge.neural_shape(name)[0]
+                if array.shape[0] != rows:
+                    raise ConfigurationError(f"program {k}: inputs for {name} have {array.shape[0]} rows, not {rows}")
+                arrays[names[name.upper()]] = array
+            self.inputs.append(arrays)
+        self.passes, self.shuffle = passes, shuffle
+        self._rng = np.random.default_rng(seed)
+        self._order = self._new_order()
+
+    def _new_order(self) -> np.ndarray:
+        n = len(self.bridges)
+        parts = [self._rng.permutation(n) if self.shuffle else np.arange(n) for _ in range(self.passes)]
+        return np.concatenate(parts)
+
+    def __len__(self) -> int:
+        return len(self.bridges) * self.passes
+
+    def __getitem__(self, index: int) -> dict[str, np.ndarray]:
+        k = int(self._order[index])
+        return {"program": np.array([k], dtype=np.int32), **self.inputs[k]}
+
+    def on_epoch_end(self) -> None:
+        """A new visiting order for the next epoch."""
+        self._order = self._new_order()
+
+
+class NeuPSLModel(keras.Model):
+    """Networks bound to neural predicates, trained through PSL with Keras' ``fit``.
+
+    Args:
+        networks: ``{neural predicate: keras.Model}`` mapping inputs to (entities × classes) probabilities.
+        loss: A loss of :meth:`pslbridge.Bridge.learn_step` (``"energy"``, ``"bce"``, ...).
+        weights: A :class:`~pslbridge.learning.WeightOptimizer` to learn rule weights too (None: frozen).
+
+    The training data are a :class:`ProgramData`; ``compile(optimizer=...)`` sets the networks' optimizer. A
+    prediction with NaN or infinity gives a NaN loss for that step (so ``TerminateOnNaN`` stops there) and no
+    update; PSL never sees it.
+
+    Example:
+        >>> import keras
+        >>> model = NeuPSLModel({"Neural": keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])})
+        >>> model.predicates
+        ['Neural']
+    """
+
+    def __init__(
+        self,
+        networks: Mapping[str, Any],
+        *,
+        loss: str | Loss = "energy",
+        weights: WeightOptimizer | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if not networks:
+            raise ConfigurationError("NeuPSLModel needs at least one network")
+        self.networks = dict(networks)
+        self.predicates = list(self.networks)
+        self.psl_loss = loss
+        self.weight_optimizer = weights
+        self.rule_weights: np.ndarray | None = None  # the learned weights (None: each program keeps its own)
+        self.data: ProgramData | None = None
+        self._trackers = {name: keras.metrics.Mean(name=name) for name in ("loss", "energy")}
+        self._warned_nan = False
+
+    @property
+    def metrics(self) -> list[Any]:
+        """The epoch-average trackers Keras resets every epoch."""
+        return list(self._trackers.values())
+
+    def call(self, inputs: Mapping[str, Any], training: bool = False) -> dict[str, Any]:
+        """Every network's predictions for its inputs."""
+        return {name: self.networks[name](inputs[name], training=training) for name in self.predicates}
+
+    def fit(self, x: ProgramData | None = None, *args: Any, **kwargs: Any) -> Any:
+        """Keras' ``fit`` on a :class:`ProgramData` (one step per program; ``epochs``, ``callbacks``, ...)."""
+        if not isinstance(x, ProgramData):
+            raise ConfigurationError(f"NeuPSLModel.fit takes a ProgramData, got {type(x).__name__}")
+        self.data = x
+        return super().fit(x, *args, **kwargs)
+
+    def train_step(self, data: Mapping[str, Any]) -> dict[str, Any]:
+        """One program's step: forward, PSL's loss and gradients (one op), backward, the optimizer's update."""
+        with tf.GradientTape() as tape:
+            predictions = self(data, training=True)
+            loss, energy = self._psl_step(data["program"], [predictions[n] for n in self.predicates])
+        variables = self.trainable_variables
+        grads = tape.gradient(loss, variables)
+        self.optimizer.apply_gradients([(g, v) for g, v in zip(grads, variables) if g is not None])
+        self._trackers["loss"].update_state(loss)
+        self._trackers["energy"].update_state(energy)
+        return {name: tracker.result() for name, tracker in self._trackers.items()}
+
+    def _psl_step(self, program: Any, predictions: list[Any]) -> tuple[Any, Any]:
+        @tf.custom_gradient
+        def step(program: Any, *tensors: Any) -> Any:
+            outputs = tf.numpy_function(
+                self._learn, [program, *tensors], [tf.float32, tf.float32] + [tf.float32] * len(tensors)
+            )
+            loss, energy, grads = outputs[0], outputs[1], outputs[2:]
+            loss.set_shape(())
+            energy.set_shape(())
+            for grad, tensor in zip(grads, tensors):
+                grad.set_shape(tensor.shape)
+
+            def backward(upstream_loss: Any, upstream_energy: Any) -> list[Any]:
+                return [None, *[upstream_loss * g for g in grads]]
+
+            return (loss, energy), backward
+
+        return step(program, *[tf.cast(p, tf.float32) for p in predictions])
+
+    def _learn(self, program: np.ndarray, *arrays: np.ndarray) -> list[np.ndarray]:
+        """The PSL side of a step (runs as numpy inside the training graph)."""
+        assert self.data is not None
+        bridge = self.data.bridges[int(program[0])]
+        if any(not np.isfinite(a).all() for a in arrays):
+            if not self._warned_nan:
+                log.warning("a network predicted NaN or infinity: the step's loss is NaN and nothing is updated")
+                self._warned_nan = True
+            return [np.float32(np.nan), np.float32(np.nan), *[np.zeros_like(a, dtype=np.float32) for a in arrays]]
+        if self.weight_optimizer is not None and self.rule_weights is not None:
+            bridge.rule_weights = self.rule_weights
+        result = bridge.learn_step(
+            dict(zip(self.predicates, arrays)),
+            loss=self.psl_loss,
+            weights=self.weight_optimizer,
+            potentials=self.weight_optimizer is not None or self.psl_loss != "energy",
+        )
+        if self.weight_optimizer is not None:
+            self.rule_weights = result.rule_weights
+        grads = [
+            result.neural_gradients[find_key(result.neural_gradients, n)].astype(np.float32) for n in self.predicates
+        ]
+        return [np.float32(result.loss), np.float32(result.energy), *grads]
+
+    # -- using the trained model ------------------------------------------------------
+
+    def infer(self, bridge: Bridge, inputs: Mapping[str, Any], **kwargs: Any) -> InferenceResult:
+        """MAP inference on another program (e.g. validation or test) with the networks' predictions.
+
+        The learned rule weights, if any, are set on ``bridge`` first.
+
+        Example:
+            >>> import keras
+            >>> from pslbridge.experiments.mnist_add import add1_spec
+            >>> net = keras.Sequential([keras.Input((2,)), keras.layers.Dense(10, activation="softmax")])
+            >>> with Bridge(add1_spec([(0, 1)])) as test:
+            ...     NeuPSLModel({"Neural": net}).infer(test, {"Neural": np.ones((2, 2))}).iterations > 0
+            True
+        """
+        if self.rule_weights is not None:
+            bridge.rule_weights = self.rule_weights
+        predictions = {n: np.asarray(self.networks[n](inputs[n], training=False)) for n in self.predicates}
+        return bridge.infer(predictions, **kwargs)
+
+    def save_neupsl(self, path: str | Path, bridge: Bridge) -> Path:
+        """Write one artefact: ``bridge``'s rules and predicate declarations, the rule weights, options and networks.
+
+        Args:
+            path: The file (a zip; ``.neupsl`` by convention).
+            bridge: A program of the model (its rules, declarations, options and, unless learned here, weights).
+
+        Returns:
+            The path. Load it with :func:`load_neupsl`.
+        """
+        path = Path(path)
+        manifest = _manifest(bridge, self.rule_weights if self.rule_weights is not None else bridge.rule_weights)
+        with tempfile.TemporaryDirectory(prefix="pslbridge-save-") as tmp:
+            files = {}
+            for name, network in self.networks.items():
+                files[name] = f"networks/{name}.keras"
+                network.save(os.path.join(tmp, f"{name}.keras"))
+            manifest["networks"] = files
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+                archive.writestr("neupsl.json", json.dumps(manifest, indent=1))
+                for name, member in files.items():
+                    archive.write(os.path.join(tmp, f"{name}.keras"), member)
+        return path
+
+
+def _manifest(bridge: Bridge, weights: np.ndarray) -> dict[str, Any]:
+    spec = bridge.spec
+    predicates = {}
+    for pred in spec.predicates.values():
+        entry: dict[str, Any] = {"arity": pred.arity, "types": pred.types, "closed": spec.is_closed(pred.name)}
+        if pred.neural is not None:
+            entry["class_size"] = pred.neural.class_size
+        if pred.function is not None:
+            entry["function"] = pred.function
+        predicates[pred.name] = entry
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "rules": [r.text for r in spec.rules],
+        "predicates": predicates,
+        "options": dict(bridge.program.options),
+        "reasoner": bridge.reasoner,
+        "rule_weights": [float(w) for w in weights],
+    }
+
+
+class NeuPSLPredictor:
+    """A saved NeuPSL model, loaded: it grounds its rules for new entities and observations and predicts.
+
+    Build with :func:`load_neupsl`.
+
+    Attributes:
+        rules: The rules.
+        predicates: The predicate declarations (arity, types, closed, class size of neural ones).
+        rule_weights: The learned weights of the weighted rules.
+        networks: The Keras networks by neural predicate.
+    """
+
+    def __init__(self, manifest: Mapping[str, Any], networks: Mapping[str, Any]) -> None:
+        self.manifest = dict(manifest)
+        self.rules = list(manifest["rules"])
+        self.predicates = dict(manifest["predicates"])
+        self.rule_weights = np.asarray(manifest["rule_weights"], dtype=np.float64)
+        self.networks = dict(networks)
+
+    def spec(
+        self,
+        entities: Mapping[str, Sequence[Any]],
+        observations: Mapping[str, Any] | None = None,
+        targets: Mapping[str, Any] | None = None,
+    ) -> ModelSpec:
+        """The model for new data: ``entities`` of each neural predicate (one per input row), the other data."""
+        preds = {
+            name: PredicateSpec(
+                name, d["arity"], list(d["types"]), neural=NeuralSpec(d["class_size"]) if "class_size" in d else None
+            )
+            for name, d in self.predicates.items()
+        }
+        neural_targets = {
+            name: [
+                (*(e if isinstance(e, (list, tuple)) else (e,)), str(c))
+                for e in rows
+                for c in range(preds[name].neural.class_size)
+            ]  # type: ignore[union-attr]
+            for name, rows in entities.items()
+        }
+        return ModelSpec.from_python(
+            rules=self.rules,
+            predicates=preds,
+            observations=observations or {},
+            targets={**(targets or {}), **neural_targets},
+            closed=[n for n, d in self.predicates.items() if d.get("closed") and "class_size" not in d],
+            options=self.manifest.get("options") or {},
+        )
+
+    def predict(
+        self,
+        inputs: Mapping[str, Any],
+        entities: Mapping[str, Sequence[Any]],
+        observations: Mapping[str, Any] | None = None,
+        targets: Mapping[str, Any] | None = None,
+        **bridge_kwargs: Any,
+    ) -> InferenceResult:
+        """Ground the rules for new data, run the networks on ``inputs`` and return the MAP state.
+
+        Args:
+            inputs: ``{neural predicate: network inputs}``, one row per entity.
+            entities: ``{neural predicate: entity ids}`` in input-row order.
+            observations: Observed rows per predicate (as :meth:`ModelSpec.from_python`).
+            targets: Target rows per predicate.
+            **bridge_kwargs: For :class:`pslbridge.Bridge` (e.g. ``functions=``).
+        """
+        spec = self.spec(entities, observations, targets)
+        with Bridge(spec, reasoner=self.manifest.get("reasoner", "admm"), **bridge_kwargs) as bridge:
+            bridge.rule_weights = self.rule_weights
+            predictions = {}
+            for name, network in self.networks.items():
+                order = [str(e[0] if isinstance(e, (list, tuple)) else e) for e in entities[name]]
+                rows = {key: i for i, key in enumerate(order)}
+                probs = np.asarray(network(inputs[name], training=False))
+                entity_rows = bridge.entities(name)["arg0"].astype(str).tolist()
+                predictions[name] = probs[[rows[e] for e in entity_rows]]
+            return bridge.infer(predictions, reset=True)
+
+
+def load_neupsl(path: str | Path) -> NeuPSLPredictor:
+    """Load an artefact written by :meth:`NeuPSLModel.save_neupsl` (networks through Keras' safe loader).
+
+    Raises:
+        CheckpointError: Not such an artefact, or another version.
+
+    Example:
+        >>> load_neupsl("no/such/file.neupsl")
+        Traceback (most recent call last):
+        ...
+        pslbridge.errors.CheckpointError: no/such/file.neupsl: cannot read the saved model: ...
+    """
+    path = Path(path)
+    try:
+        with zipfile.ZipFile(path) as archive, tempfile.TemporaryDirectory(prefix="pslbridge-load-") as tmp:
+            manifest = json.loads(archive.read("neupsl.json"))
+            if manifest.get("format") != FORMAT or manifest.get("version") != VERSION:
+                raise CheckpointError(f"not a pslbridge NeuPSL model of version {VERSION}", path=path)
+            networks = {}
+            for name, member in manifest["networks"].items():
+                target = archive.extract(member, tmp)
+                networks[name] = keras.models.load_model(target, safe_mode=True, compile=False)
+    except CheckpointError:
+        raise
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
+        raise CheckpointError(f"cannot read the saved model: {exc}", path=path) from exc
+    return NeuPSLPredictor(manifest, networks)

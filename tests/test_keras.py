@@ -1,0 +1,177 @@
+"""Keras-native NeuPSL: model.fit with Keras' own callbacks, one forward pass per step, save and serve."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tensorflow")
+
+import keras  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from pslbridge import Bridge  # noqa: E402
+from pslbridge.experiments.mnist_add import add1_spec  # noqa: E402
+from pslbridge.keras import NeuPSLModel, ProgramData, load_neupsl  # noqa: E402
+from pslbridge.learning import WeightOptimizer  # noqa: E402
+
+from conftest import run_python  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("jvm_started")
+
+FEATURES = 6
+
+
+class CountingSoftmax(keras.layers.Layer):
+    """A dense softmax layer that counts its forward passes (in a variable: graph executions count too) and can
+    output NaN from a given pass on."""
+
+    def __init__(self, classes: int = 10, nan_from: int = -1, **kwargs):
+        super().__init__(**kwargs)
+        self.classes, self.nan_from = classes, nan_from
+
+    def build(self, shape):
+        self.dense = keras.layers.Dense(self.classes)
+        self.dense.build(shape)
+        self.calls = self.add_weight(shape=(), initializer="zeros", trainable=False, name="calls")
+
+    def call(self, inputs):
+        self.calls.assign_add(1.0)
+        out = tf.nn.softmax(self.dense(inputs))
+        if self.nan_from >= 0:
+            out = tf.where(self.calls > self.nan_from, tf.fill(tf.shape(out), np.nan), out)
+        return out
+
+
+def _network(nan_from: int = -1):
+    layer = CountingSoftmax(nan_from=nan_from)
+    model = keras.Sequential([keras.Input((FEATURES,)), layer])
+    return model, layer
+
+
+def _program(pairs, sums, seed=0):
+    bridge = Bridge(add1_spec(pairs, sums=sums, phase="learn"))
+    rng = np.random.default_rng(seed)
+    return bridge, {"Neural": rng.normal(size=(bridge.neural_shape("Neural")[0], FEATURES)).astype(np.float32)}
+
+
+@pytest.mark.parametrize("eager", [False, True])
+def test_fit_runs_each_network_forward_once_per_step_and_calls_batch_hooks(eager):
+    batches = [_program([(0, 1), (2, 3)], [7, 18], seed=1), _program([(0, 1)], [5], seed=2)]
+    network, layer = _network()
+    model = NeuPSLModel({"Neural": network})
+    model.compile(optimizer=keras.optimizers.Adam(0.05), run_eagerly=eager)
+    seen = []
+    hook = keras.callbacks.LambdaCallback(on_train_batch_end=lambda batch, logs: seen.append(logs["loss"]))
+    history = model.fit(ProgramData(batches, passes=2, seed=0), epochs=3, verbose=0, callbacks=[hook])
+    assert len(seen) == 3 * 4  # 2 programs x 2 passes per epoch
+    assert float(layer.calls.numpy()) == 3 * 4  # one forward pass per step: the backward pass reuses it
+    assert history.history["loss"][-1] < history.history["loss"][0]
+    for bridge, _ in batches:
+        bridge.close()
+
+
+def test_standard_callbacks_early_stopping_terminate_on_nan_and_csv_logger(tmp_path):
+    bridge, inputs = _program([(0, 1), (2, 3)], [7, 18])
+    network, _ = _network(nan_from=7)  # predictions turn NaN at the 8th step
+    model = NeuPSLModel({"Neural": network})
+    model.compile(optimizer=keras.optimizers.Adam(0.05))
+    log_file = tmp_path / "log.csv"
+    callbacks = [
+        keras.callbacks.EarlyStopping(monitor="loss", patience=50),
+        keras.callbacks.TerminateOnNaN(),
+        keras.callbacks.CSVLogger(str(log_file)),
+    ]
+    history = model.fit(
+        ProgramData([(bridge, inputs)], passes=5, shuffle=False), epochs=4, verbose=0, callbacks=callbacks
+    )
+    bridge.close()
+    # Epoch 0 ran its 5 steps, epoch 1 stopped at its 3rd (the 8th step): TerminateOnNaN acted on that batch.
+    assert len(history.history["loss"]) == 2 and np.isnan(history.history["loss"][-1])
+    rows = list(csv.DictReader(open(log_file)))
+    assert [r["epoch"] for r in rows] == ["0", "1"] and float(rows[0]["loss"]) > 0
+
+
+def test_learned_rule_weights_flow_to_other_programs():
+    bridge, inputs = _program([(0, 1), (2, 3)], [7, 18])
+    network, _ = _network()
+    model = NeuPSLModel({"Neural": network}, weights=WeightOptimizer(step_size=1.0))
+    model.compile(optimizer=keras.optimizers.SGD(0.0))
+    model.fit(ProgramData([(bridge, inputs)]), epochs=2, verbose=0)
+    learned = model.rule_weights
+    assert learned is not None and not np.allclose(learned, learned[0])  # the weights moved
+    with Bridge(add1_spec([(0, 1)])) as test:
+        model.infer(test, {"Neural": inputs["Neural"][:2]})
+        np.testing.assert_allclose(test.rule_weights, learned, rtol=1e-6)
+    bridge.close()
+
+
+def test_bad_training_data_is_refused():
+    from pslbridge.errors import ConfigurationError
+
+    bridge, inputs = _program([(0, 1)], [3])
+    with pytest.raises(ConfigurationError, match="inputs for Neural have 5 rows, not 2"):
+        ProgramData([(bridge, {"Neural": np.zeros((5, FEATURES))})])
+    with pytest.raises(ConfigurationError, match="exactly its neural predicates"):
+        ProgramData([(bridge, {"Digit": inputs["Neural"]})])
+    with pytest.raises(ConfigurationError, match="takes a ProgramData"):
+        NeuPSLModel({"Neural": _network()[0]}).fit(np.zeros(3))
+    bridge.close()
+
+
+_LOAD = r"""
+import json, numpy as np
+from pslbridge.keras import load_neupsl
+from pslbridge.experiments.mnist_add import digit_sum_rows, possible_digit_rows
+predictor = load_neupsl("add1.neupsl")
+data = json.load(open("data.json"))
+observations = {"ImageSumBlock": data["pairs"], "DigitSum": digit_sum_rows(), "PossibleDigits": possible_digit_rows()}
+inputs = {"Neural": np.asarray(data["inputs"], dtype=np.float32)}
+result = predictor.predict(inputs, entities={"Neural": data["entities"]},
+                           observations=observations, targets={"ImageSum": data["targets"]},
+                           options={"admmreasoner.epsilonabs": "1e-8", "admmreasoner.epsilonrel": "1e-8"})
+frame = result.to_frame("ImageSum")
+print(json.dumps({"rows": frame[["arg0", "arg1", "arg2"]].astype(str).values.tolist(), "values": frame.value.tolist()}))
+"""
+
+
+@pytest.mark.subprocess
+def test_a_saved_model_predicts_on_new_data_in_a_fresh_process(tmp_path):
+    bridge, inputs = _program([(0, 1), (2, 3)], [7, 18])
+    network = keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(10, activation="softmax")])
+    model = NeuPSLModel({"Neural": network}, weights=WeightOptimizer())
+    model.compile(optimizer=keras.optimizers.Adam(0.05))
+    model.fit(ProgramData([(bridge, inputs)]), epochs=3, verbose=0)
+    model.save_neupsl(tmp_path / "add1.neupsl", bridge)
+    bridge.close()
+    pairs = [(10, 11), (12, 13)]  # new additions of new images
+    new_inputs = np.random.default_rng(7).normal(size=(4, FEATURES)).astype(np.float32)
+    tight = {"admmreasoner.epsilonabs": "1e-8", "admmreasoner.epsilonrel": "1e-8"}
+    with Bridge(add1_spec(pairs, options=tight)) as fresh:
+        expected = model.infer(fresh, {"Neural": new_inputs}, reset=True).to_frame("ImageSum")
+    payload = {
+        "inputs": new_inputs.tolist(),
+        "entities": [10, 11, 12, 13],
+        "pairs": [list(p) for p in pairs],
+        "targets": [[a, b, z] for a, b in pairs for z in range(19)],
+    }
+    (tmp_path / "data.json").write_text(json.dumps(payload))
+    proc = run_python(_LOAD, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    ours = {tuple(r): v for r, v in zip(out["rows"], out["values"])}
+    assert len(ours) == len(expected) == 38
+    for row in expected.itertuples(index=False):
+        assert ours[(str(row.arg0), str(row.arg1), str(row.arg2))] == pytest.approx(row.value, abs=1e-5)
+
+
+def test_a_corrupt_or_foreign_artefact_is_refused(tmp_path):
+    from pslbridge.errors import CheckpointError
+
+    bad = tmp_path / "x.neupsl"
+    bad.write_bytes(b"not a zip")
+    with pytest.raises(CheckpointError, match="cannot read the saved model"):
+        load_neupsl(bad)
