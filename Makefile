@@ -41,7 +41,8 @@ test: setup data
 test-fast: setup data
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
-demo: setup
+# NeuPSL on MNIST-Add1: train (progress bar), accuracies before/after, curve, save, load, predict (~1 min).
+demo: setup data
 	$(PY) -m pslbridge demo
 
 # Every benchmark, each stage in its own process; report under out/bench/ (BENCH_ARGS=--quick: a few minutes).

@@ -13,13 +13,9 @@ from __future__ import annotations
 
 import importlib
 import logging
-import os
 from typing import Any
 
-# TensorFlow's C++ start-up noise ("Could not find cuda drivers", "failed call to cuInit") is not printed unless the
-# user chose a level: set before anything of pslbridge imports TensorFlow.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-
+from . import _quiet_tf
 from ._version import __version__
 from .errors import (
     CheckpointError,
@@ -36,6 +32,9 @@ from .errors import (
 )
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
+# TensorFlow's C++ start-up noise ("Could not find cuda drivers", "failed call to cuInit") is not printed unless the
+# user chose a level (TF_CPP_MIN_LOG_LEVEL) before importing pslbridge.
+_quiet_tf.install()
 
 _LAZY = {
     "Bridge": "bridge",

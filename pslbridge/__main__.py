@@ -3,7 +3,9 @@
 * ``info``: Python, JPype, Java, jar, TensorFlow/Keras versions, for bug reports.
 * ``infer CONFIG [--data DATA] [--output DIR] [--phase infer|learn] [-D key=value]``: ground a
   model and write one TSV per target predicate, like ``psl-cli --output``.
-* ``demo``: run the bundled simple-acquaintances model and print what was inferred.
+* ``demo [--quick] [--out DIR]``: train NeuPSL on MNIST-Add1, print accuracies before and after, write the
+  learning curve, save the model, load it and predict new additions (:mod:`pslbridge.demo`);
+  ``demo --example acquaintances`` runs the bundled simple-acquaintances model (plain PSL inference).
 
 Example:
     >>> import tempfile
@@ -157,7 +159,19 @@ def _cmd_infer(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_demo(_: argparse.Namespace) -> int:
+def _cmd_demo(args: argparse.Namespace) -> int:
+    if args.example == "acquaintances":
+        return _acquaintances()
+    from .demo import run_demo
+
+    if args.quick:
+        run_demo(args.out, additions=60, epochs=3, steps_per_epoch=5, test_additions=50)
+    else:
+        run_demo(args.out)
+    return 0
+
+
+def _acquaintances() -> int:
     from .bridge import Bridge
 
     model = _REPO / "models" / "simple-acquaintances" / "simple-acquaintances.json"
@@ -204,7 +218,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     infer.add_argument("-D", dest="define", action="append", default=[], help="PSL option key=value (repeatable)")
     infer.set_defaults(fn=_cmd_infer)
-    sub.add_parser("demo", help="run the bundled example").set_defaults(fn=_cmd_demo)
+    demo = sub.add_parser(
+        "demo",
+        help="train NeuPSL on MNIST-Addition, save, load and predict (about 2 minutes)",
+        description="Train a NeuPSL model on MNIST-Add1 (300 additions), print accuracies before and after, "
+        "write the learning curve, save the model, load it and predict new additions.",
+    )
+    demo.add_argument("--out", type=Path, default=Path("out/demo"), help="output folder (default: out/demo)")
+    demo.add_argument("--quick", action="store_true", help="a few seconds of training (a smoke run)")
+    demo.add_argument(
+        "--example",
+        choices=("mnist-add", "acquaintances"),
+        default="mnist-add",
+        help="acquaintances: plain PSL inference on the simple-acquaintances model (default: mnist-add)",
+    )
+    demo.set_defaults(fn=_cmd_demo)
     args = parser.parse_args(argv)
     level = logging.WARNING if args.verbose == 0 else logging.INFO
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")

@@ -92,6 +92,13 @@ def write(path: str | Path, manifest: Mapping[str, Any], arrays: Mapping[str, np
 
     Raises:
         CheckpointError: The folder cannot be written, or an array is not numeric.
+
+    Example:
+        >>> import tempfile
+        >>> path = write(Path(tempfile.mkdtemp()) / "ckpt.npz", {"epoch": 3}, {"w": np.arange(3.0)})
+        >>> manifest, arrays = read(path)
+        >>> manifest["epoch"], arrays["w"].tolist()
+        (3, [0.0, 1.0, 2.0])
     """
     path = check_path(path)
     buffers: dict[str, bytes] = {}
@@ -133,6 +140,12 @@ def read(path: str | Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
 
     Raises:
         CheckpointError: Missing, truncated, altered, another format or version, or an old pickle checkpoint.
+
+    Example:
+        >>> read("no/such/checkpoint.npz")
+        Traceback (most recent call last):
+        ...
+        pslbridge.errors.CheckpointError: no/such/checkpoint.npz: no checkpoint file here
     """
     path = Path(path)
     try:

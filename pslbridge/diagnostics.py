@@ -110,6 +110,11 @@ def estimate_groundings(spec: ModelSpec) -> pd.DataFrame:
 
     Returns:
         A DataFrame with ``rule`` and ``estimated_groundings``, in model order.
+
+    Example:
+        >>> table = estimate_groundings(bridge.spec)
+        >>> len(table) == len(bridge.spec.rules), list(table.columns)
+        (True, ['rule', 'estimated_groundings'])
     """
     relations = _relations(spec)
     rows = [{"rule": r.text, "estimated_groundings": _estimate(r.text, relations)} for r in spec.rules]

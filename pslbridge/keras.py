@@ -35,6 +35,7 @@ import json
 import logging
 import os
 import tempfile
+import time
 import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -168,6 +169,7 @@ class NeuPSLModel(keras.Model):
         self.rule_weights: np.ndarray | None = None  # the learned weights (None: each program keeps its own)
         self.data: ProgramData | None = None
         self._trackers = {name: keras.metrics.Mean(name=name) for name in ("loss", "energy")}
+        self.psl_times: list[float] = []  # seconds in PSL (learn_step) per training step, in order
         self._warned_nan = False
 
     @property
@@ -228,12 +230,14 @@ class NeuPSLModel(keras.Model):
             return [np.float32(np.nan), np.float32(np.nan), *[np.zeros_like(a, dtype=np.float32) for a in arrays]]
         if self.weight_optimizer is not None and self.rule_weights is not None:
             bridge.rule_weights = self.rule_weights
+        start = time.perf_counter()
         result = bridge.learn_step(
             dict(zip(self.predicates, arrays)),
             loss=self.psl_loss,
             weights=self.weight_optimizer,
             potentials=self.weight_optimizer is not None or self.psl_loss != "energy",
         )
+        self.psl_times.append(time.perf_counter() - start)
         if self.weight_optimizer is not None:
             self.rule_weights = result.rule_weights
         grads = [
@@ -318,6 +322,21 @@ class NeuPSLPredictor:
         predicates: The predicate declarations (arity, types, closed, class size of neural ones).
         rule_weights: The learned weights of the weighted rules.
         networks: The Keras networks by neural predicate.
+
+    Example:
+        >>> import tempfile, keras
+        >>> from pslbridge.experiments.mnist_add import add1_spec, digit_sum_rows, possible_digit_rows
+        >>> net = keras.Sequential([keras.Input((3,)), keras.layers.Dense(10, activation="softmax")])
+        >>> with Bridge(add1_spec([(0, 1)], sums=[3], phase="learn")) as b:
+        ...     path = NeuPSLModel({"Neural": net}).save_neupsl(Path(tempfile.mkdtemp()) / "add1.neupsl", b)
+        >>> predictor = load_neupsl(path)
+        >>> result = predictor.predict(
+        ...     {"Neural": np.eye(2, 3, dtype="float32")}, entities={"Neural": [7, 9]},
+        ...     observations={"ImageSumBlock": [(7, 9)], "DigitSum": digit_sum_rows(),
+        ...                   "PossibleDigits": possible_digit_rows()},
+        ...     targets={"ImageSum": [(7, 9, z) for z in range(19)]})
+        >>> len(result.argmax("ImageSum")), sorted(predictor.networks)
+        (1, ['Neural'])
     """
 
     def __init__(self, manifest: Mapping[str, Any], networks: Mapping[str, Any]) -> None:

@@ -64,6 +64,10 @@ class StepContext:
         reset: Restart solves from the current atom values instead of warm-starting.
         potentials: Compute Φ (``∂loss/∂w``).
         constraint_learning: Skip latent inference (energy losses).
+
+    Example:
+        >>> StepContext(program).potentials
+        True
     """
 
     program: GroundProgram
@@ -84,6 +88,11 @@ class LossOutput:
         iterations: Reasoner iterations per solve.
         timings: Seconds per phase.
         details: Loss-specific values.
+
+    Example:
+        >>> out = LossOutput(1.0, 1.0, None, np.zeros(3))
+        >>> out.loss, out.atom_gradient.shape
+        (1.0, (3,))
     """
 
     loss: float
@@ -209,6 +218,11 @@ class MinimizerLoss(Loss):
         step_size: Step size of the proximity targets (``gradientdescent.stepsize``, 0.1; PSL's weight steps
             use the same option).
         scale_step_size: Divide it by ``k + 1`` at step ``k`` (``gradientdescent.scalestepsize``, true).
+
+    Example:
+        >>> loss = BinaryCrossEntropy(proximity_weight=0.1)
+        >>> isinstance(loss, MinimizerLoss), loss.proximity_weight, loss.initial_squared_penalty
+        (True, 0.1, 10.0)
     """
 
     proximity_weight: float = 0.01
@@ -510,6 +524,14 @@ def warn_without_truth(program: GroundProgram, out: LossOutput) -> None:
     Without labels every target is latent; when the rules are also satisfied at the MAP state the energy and
     every gradient are 0 and the step learns nothing (an unsupervised program whose rules conflict with the
     predictions, such as Visual Sudoku's, still learns and is not warned about).
+
+    Example:
+        >>> import warnings
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     warn_without_truth(program, LossOutput(0.0, 0.0, None, np.zeros(3)))
+        >>> len(caught)  # the acquaintances program has labels: no warning
+        0
     """
     if program.labels.label_index.size or program.id in _WARNED_WITHOUT_TRUTH:
         return

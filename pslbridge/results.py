@@ -88,6 +88,11 @@ class InferenceResult:
         violated_constraints: Hard-constraint ground rules violated at the MAP state.
         iterations: Reasoner iterations (None if PSL did not report them).
         timings: Seconds spent in ``push``, ``solve`` and ``read``.
+
+    Example:
+        >>> r = InferenceResult({"Knows": np.array([0.25, 0.75])}, 1.5, 0, 12, {"solve": 0.01})
+        >>> r["knows"], r.objective
+        (array([0.25, 0.75]), 1.5)
     """
 
     values: dict[str, np.ndarray]
@@ -179,6 +184,13 @@ class LearnResult:
         exact_gradient: False when a hard constraint contains a neural atom: the engine's gradient skips
             constraint terms, so the neural gradient then ignores them.
         details: Loss-specific values (penalty coefficients, supervised loss, ...).
+
+    Example:
+        >>> from pslbridge.experiments.mnist_add import add1_spec
+        >>> with Bridge(add1_spec([(0, 1)], sums=[3], phase="learn")) as b:
+        ...     step = b.learn_step({"Neural": np.full((2, 10), 0.1)})
+        >>> step.neural_gradients["Neural"].shape, step.labelled_atoms, step.loss >= 0
+        ((2, 10), 19, True)
     """
 
     loss: float

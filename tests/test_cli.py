@@ -52,8 +52,28 @@ def test_info_reports_verified_jar_and_java():
     assert "checksum OK" in proc.stdout and "psl" in proc.stdout and "2.4.0" in proc.stdout
 
 
-def test_demo_runs():
-    proc = _cli("demo")
+def test_demo_trains_saves_loads_and_predicts(tmp_path):
+    """`make demo` in a shortened form: training through PSL moves both accuracies, the curve and the model are
+    written, the loaded model predicts the new additions, and TensorFlow's start-up noise stays off stderr."""
+    import re
+
+    proc = _cli("demo", "--quick", "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    before = re.search(r"before training: digit accuracy ([\d.]+) %, sum accuracy ([\d.]+) %", out)
+    after = re.search(r"after training: +digit accuracy ([\d.]+) %, sum accuracy ([\d.]+) %", out)
+    assert before and after, out
+    assert float(after.group(1)) > float(before.group(1)) + 5  # 15 steps: ~7 % -> ~24 % digits
+    assert (tmp_path / "learning-curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "add1.neupsl").stat().st_size > 10_000
+    predictions = re.findall(r"image +\d+ \+ image +\d+: predicted sum +(\d+), true +(\d+)", out)
+    assert len(predictions) == 5 and all(0 <= int(p) <= 18 for p, _ in predictions)
+    assert "Epoch 3/3" in out  # Keras' own progress bar
+    assert "cuda" not in proc.stderr.lower() and "absl" not in proc.stderr
+
+
+def test_acquaintances_demo_runs():
+    proc = _cli("demo", "--example", "acquaintances")
     assert proc.returncode == 0, proc.stderr
     assert "most likely acquaintances" in proc.stdout
 

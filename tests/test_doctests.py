@@ -7,6 +7,7 @@ and ``Bridge``. They run in the test session's one JVM.
 
 import doctest
 import importlib
+import inspect
 import pkgutil
 from pathlib import Path
 
@@ -25,6 +26,7 @@ SLOW = {
     "pslbridge.benchmarks.official_model",
     "pslbridge.benchmarks.problems",
     "pslbridge.benchmarks.worker",
+    "pslbridge.demo",
     "pslbridge.experiments.mnist_add",
     "pslbridge.experiments.visual_sudoku",
     "pslbridge.networks",
@@ -73,3 +75,26 @@ def test_docstring_examples(name, shared, monkeypatch):
         assert not any(e.options.get(doctest.SKIP) for e in test.examples), f"a skipped example in {test.name}"
         runner.run(test)
     assert runner.failures == 0, f"{runner.failures} failing example(s) in {name}"
+
+
+def _public_objects(name: str) -> list[tuple[str, object]]:
+    module = importlib.import_module(name)
+    objects = []
+    for attr in getattr(module, "__all__", []):
+        obj = getattr(module, attr)
+        if (inspect.isclass(obj) or inspect.isfunction(obj)) and getattr(obj, "__module__", None) == name:
+            objects.append((f"{name}.{attr}", obj))
+    return objects
+
+
+def test_every_public_object_of_the_library_has_an_example():
+    """Classes and functions in ``__all__`` of the library's modules carry a runnable example (the experiment
+    runners and benchmarks are programs with a command line and are not held to it)."""
+    library = [
+        m
+        for m in MODULES
+        if not m.startswith(("pslbridge.experiments", "pslbridge.benchmarks"))
+        and not any(part.startswith("_") for part in m.split(".")[1:])
+    ]
+    missing = [name for m in library for name, obj in _public_objects(m) if ">>>" not in (obj.__doc__ or "")]
+    assert not missing, f"public objects without an example: {missing}"

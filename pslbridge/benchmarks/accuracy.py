@@ -71,7 +71,16 @@ def run(problem: str, steps: int, seeds: list[int], out: Path) -> list[dict[str,
         with tempfile.TemporaryDirectory(prefix="pslbridge-accuracy-") as tmp:
             theirs, ours = Path(tmp) / "official.npz", Path(tmp) / "pslbridge.npz"
             run_official(spec_problem, steps=steps - 2, save_path=theirs, seed=seed)
-            run_worker({"task": "steps", "problem": problem, "steps": steps, "seed": seed, "save_path": str(ours)})
+            run_worker(
+                {
+                    "task": "steps",
+                    "problem": problem,
+                    "steps": steps,
+                    "seed": seed,
+                    "save_path": str(ours),
+                    "limit": False,
+                }
+            )
             official_digits, official = score(_load(theirs), seed)
             our_digits, pslbridge = score(_load(ours), seed)
         _, untrained = score(None, seed)

@@ -7,19 +7,23 @@ pslbridge, official, ...), ``repeats`` times; the table reports medians.
 - official: the jar's ``Energy`` learner with its Python deep-model server
   (:func:`~pslbridge.benchmarks.official.run_official`), at PSL's default log level, the deep model
   written as the NeuPSL authors write theirs (eager, persistent tape). Optional, labelled rows:
-  ``official-compiled`` (the deep model graph-compiled like pslbridge's Trainer: what is left is the
+  ``official-compiled`` (the deep model graph-compiled like pslbridge's networks: what is left is the
   bridge's own difference) and ``official-TRACE`` (the log level of the paper's configs, at which PSL
   does and logs more per step).
-- pslbridge: :mod:`~pslbridge.benchmarks.worker` (``Trainer.fit``, one full-batch learn step per epoch).
+- pslbridge: :mod:`~pslbridge.benchmarks.worker` (``NeuPSLModel.fit``, Keras, one full-batch learn step per
+  epoch, one forward pass per step). The same process then measures the step's *limit*: the network's compiled
+  forward + backward + update alone plus PSL's ``learn_step`` alone (medians); the table reports the step over
+  that limit (each run against its own limit, median over runs) and the step of the ``Trainer`` route, which
+  runs the forward pass twice.
 
-Step time is the median time of one learning iteration after the first (warm-up) one: for the official
-loop the time between consecutive learning-mode predictions (its deep model timestamps each), for
-pslbridge ``Trainer``'s step time; the mean over all steps (warm-up included: PSL's loop time over
-numsteps + 2 steps) is reported next to it. Where the time goes: the official run's deep model times
-its server's handlers (reading PSL's arrays, assembling the data as pslpython does, predict, fit; the
-rest of an iteration is Java: PSL and the socket), pslbridge's Trainer times ``learn_step`` (the rest
-is the network's forward and backward passes). Peak RSS is the process tree's (java + Python server for the
-official run); peak heap is the largest pre-collection occupancy in the JVM's GC log.
+Step time is the median time of one learning iteration after the first (warm-up) one: for the official loop
+the time between consecutive learning-mode predictions (its deep model timestamps each), for pslbridge the
+time between Keras' batch-begin and batch-end hooks; the mean over all steps (warm-up included: PSL's loop
+time over numsteps + 2 steps) is reported next to it. Where the time goes: the official run's deep model times
+its server's handlers (reading PSL's arrays, assembling the data as pslpython does, predict, fit; the rest of
+an iteration is Java: PSL and the socket), pslbridge times ``learn_step`` (the rest is the network's forward
+and backward passes). Peak RSS is the process tree's (java + Python server for the official run); peak heap is
+the largest pre-collection occupancy in the JVM's GC log.
 
 Run: ``python -m pslbridge.benchmarks steps --problems add1-300 add1-3000 --steps 20 --repeats 5``
 (needs the ``bench`` extra: pslpython 2.4.1). Writes ``steps-runs.csv``, ``steps.csv`` and ``steps.md``.
@@ -63,6 +67,10 @@ _RUN_FIELDS = [
     "total_s",
     "peak_rss_mb",
     "peak_heap_mb",
+    "network_alone_s",
+    "psl_alone_s",
+    "limit_s",
+    "trainer_step_s",
 ]
 
 
@@ -147,6 +155,10 @@ def run(
         row["official_server_s"] = _median(runs[name], "server_s")
         row["pslbridge_psl_s"] = _median(runs["pslbridge"], "psl_s")
         row["ratio"] = row["official_step_s"] / row["pslbridge_step_s"]
+        for key in ("network_alone_s", "psl_alone_s", "limit_s", "trainer_step_s"):
+            row[key] = _median(runs["pslbridge"], key)
+        # Each run's step over its own limit (measured in the same process), then the median.
+        row["step_over_limit"] = statistics.median(r["step_s"] / r["limit_s"] for r in runs["pslbridge"])
         append_csv(out / "steps.csv", row, list(row))
         summary.append(row)
     write_table(out)
@@ -167,11 +179,13 @@ def write_table(out: Path) -> str:
         "| problem | official run | steps | official s/step | pslbridge s/step | official / pslbridge "
         "| official s/epoch | pslbridge s/epoch | official: in deep-model server s/step "
         "| pslbridge: in learn_step s/step | mean s/step with warm-up (official, pslbridge) "
-        "| peak RSS MB (official, pslbridge) | peak heap MB (official, pslbridge) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| peak RSS MB (official, pslbridge) | peak heap MB (official, pslbridge) "
+        "| limit s/step (network alone + PSL alone) | pslbridge / limit | Trainer route s/step |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    nan = float("nan")
     for r in rows:
-        f = {k: float(v) for k, v in r.items() if k not in ("problem", "official")}
+        f = {k: float(v) for k, v in r.items() if k not in ("problem", "official") and v not in ("", None)}
         lines.append(
             f"| {r['problem']} | {r['official']} | {int(f['steps'])} | {f['official_step_s']:.3f} | "
             f"{f['pslbridge_step_s']:.3f} | {f['ratio']:.2f}x | {f['official_epoch_s']:.3f} | "
@@ -179,7 +193,9 @@ def write_table(out: Path) -> str:
             f"{f.get('pslbridge_psl_s', float('nan')):.3f} | "
             f"{f['official_mean_step_s']:.3f}, {f['pslbridge_mean_step_s']:.3f} | "
             f"{f['official_peak_rss_mb']:.0f}, {f['pslbridge_peak_rss_mb']:.0f} | "
-            f"{f['official_peak_heap_mb']:.0f}, {f['pslbridge_peak_heap_mb']:.0f} |"
+            f"{f['official_peak_heap_mb']:.0f}, {f['pslbridge_peak_heap_mb']:.0f} | "
+            f"{f.get('limit_s', nan):.3f} ({f.get('network_alone_s', nan):.3f} + {f.get('psl_alone_s', nan):.3f}) | "
+            f"{f.get('step_over_limit', nan):.2f}x | {f.get('trainer_step_s', nan):.3f} |"
         )
     text = "\n".join(lines) + "\n"
     (out / "steps.md").write_text(text)

@@ -2,10 +2,13 @@
 
 ``python -m pslbridge.benchmarks.worker '<json>'`` prints one JSON line. The JSON names a ``task``:
 
-- ``steps``: build the problem's program, then ``Trainer.fit`` for ``steps`` epochs (full batch: one
+- ``steps``: build the problem's program, then ``NeuPSLModel.fit`` (Keras) for ``steps`` epochs (full batch: one
   learn step per epoch, the paper's regime) with symbolic weight steps of size 1e-14, as the official
   loop is configured; reports build time, median step and epoch times after the first (warm-up) step,
-  the mean over all steps, and saves the network to ``save_path`` when given.
+  the mean over all steps, and saves the network to ``save_path`` when given. Unless ``limit`` is false it
+  then measures the step's limit (the network's compiled forward + backward + update alone, and PSL's
+  ``learn_step`` alone, medians) and the :class:`~pslbridge.training.Trainer` route's step, which runs the
+  network's forward pass twice.
 - ``build``: start the JVM, then build the problem's program once (load + ground + index).
 
 The parent (``step_time``, ``build_cost``) adds ``-Xlog:gc`` through ``PSLBRIDGE_JVM_ARGS`` and tracks
@@ -33,8 +36,8 @@ def _steps(request: dict[str, Any]) -> dict[str, Any]:
 
     from .. import jvm
     from ..bridge import Bridge
+    from ..keras import NeuPSLModel, ProgramData
     from ..learning import WeightOptimizer
-    from ..training import NeuralBinding, Trainer
     from .problems import build_network, load_problem, network_inputs
 
     seed = int(request.get("seed", 0))
@@ -43,36 +46,88 @@ def _steps(request: dict[str, Any]) -> dict[str, Any]:
     t0 = time.perf_counter()
     bridge = Bridge(problem.spec, options=problem.options)
     build = time.perf_counter() - t0
-    model = build_network(problem, seed)
-    trainer = Trainer(
-        bridge,
-        [NeuralBinding("Neural", model, network_inputs(problem), keras.optimizers.Adam(problem.learning_rate))],
-        weights=WeightOptimizer(step_size=1e-14),
-    )
+    network = build_network(problem, seed)
+    inputs = network_inputs(problem)
+    model = NeuPSLModel({"Neural": network}, weights=WeightOptimizer(step_size=1e-14))
+    model.compile(optimizer=keras.optimizers.Adam(problem.learning_rate))
+    step_times: list[float] = []
     stamps: list[float] = []
 
-    class EpochTimer(keras.callbacks.Callback):
+    class Timer(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch: int, logs: dict | None = None) -> None:
+            step_times.append(-time.perf_counter())
+
+        def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+            step_times[-1] += time.perf_counter()
+
         def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
             stamps.append(time.perf_counter())
 
     steps = int(request["steps"])
     start = time.perf_counter()
-    history = trainer.fit(steps, verbose=0, callbacks=[EpochTimer()])
+    model.fit(ProgramData([(bridge, {"Neural": inputs})]), epochs=steps, verbose=0, callbacks=[Timer()])
     loop = time.perf_counter() - start
     epochs = np.diff([start, *stamps])
-    after_warmup = epochs[1:] if len(epochs) > 1 else epochs
-    if request.get("save_path"):
-        np.savez(request["save_path"], *model.get_weights())
-    bridge.close()
-    return {
+    row = {
         "build_s": build,
         "loop_s": loop,
         "steps": steps,
-        "step_s": float(np.median(history.history["step_time"][1:] or history.history["step_time"])),
-        "epoch_s": float(np.median(after_warmup)),
+        "step_s": float(np.median(step_times[1:] or step_times)),
+        "epoch_s": float(np.median(epochs[1:] if len(epochs) > 1 else epochs)),
         "mean_step_s": loop / steps,
-        "psl_s": float(np.median(history.history["psl_time"][1:] or history.history["psl_time"])),
+        "psl_s": float(np.median(model.psl_times[1:] or model.psl_times)),
     }
+    if request.get("save_path"):
+        np.savez(request["save_path"], *network.get_weights())
+    if request.get("limit", True):
+        row.update(_limit(bridge, network, inputs, model.weight_optimizer, max(3, min(steps, 10))))
+        row["trainer_step_s"] = _trainer_step(bridge, network, inputs, problem.learning_rate, max(3, min(steps, 10)))
+    bridge.close()
+    return row
+
+
+def _limit(bridge: Any, network: Any, inputs: Any, weights: Any, repeats: int) -> dict[str, float]:
+    """The step's lower limit: the network's compiled forward + backward + update alone, PSL's step alone."""
+    import keras
+    import tensorflow as tf
+
+    optimizer = keras.optimizers.Adam(1e-9)
+    x = tf.convert_to_tensor(inputs)
+    predictions = np.asarray(network(x, training=True))
+    upstream = tf.convert_to_tensor(np.full(predictions.shape, 1e-6, dtype=np.float32))
+
+    @tf.function
+    def network_step() -> None:
+        with tf.GradientTape() as tape:
+            output = network(x, training=True)
+        variables = network.trainable_variables
+        grads = tape.gradient(output, variables, output_gradients=upstream)
+        optimizer.apply_gradients(zip(grads, variables))
+
+    network_step()  # trace
+    net, psl = [], []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        network_step()
+        net.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        bridge.learn_step({"Neural": predictions}, weights=weights, potentials=True)
+        psl.append(time.perf_counter() - t)
+    network_s, psl_s = float(np.median(net)), float(np.median(psl))
+    return {"network_alone_s": network_s, "psl_alone_s": psl_s, "limit_s": network_s + psl_s}
+
+
+def _trainer_step(bridge: Any, network: Any, inputs: Any, learning_rate: float, steps: int) -> float:
+    """The median step of the :class:`~pslbridge.training.Trainer` route (two forward passes), for comparison."""
+    import keras
+
+    from ..learning import WeightOptimizer
+    from ..training import NeuralBinding, Trainer
+
+    binding = NeuralBinding("Neural", network, inputs, keras.optimizers.Adam(learning_rate))
+    trainer = Trainer(bridge, [binding], weights=WeightOptimizer(step_size=1e-14))
+    history = trainer.fit(steps + 1, verbose=0)
+    return float(np.median(history.history["step_time"][1:]))
 
 
 def _build(request: dict[str, Any]) -> dict[str, Any]:

@@ -50,6 +50,11 @@ class Graph:
         labels: Class per node (-1 for Citeseer's 15 isolated test rows without a label).
         edges: ``(m, 2)`` directed edges, both directions present, no self-loops.
         test_index: Planetoid's 1,000 test node ids (not used by the random splits).
+
+    Example:
+        >>> g = load_planetoid("cora")
+        >>> g.n_nodes, g.n_classes, g.features.shape[1]
+        (2708, 7, 1433)
     """
 
     name: str
@@ -88,6 +93,14 @@ def load_planetoid(name: str, data_dir: str | Path | None = None) -> Graph:
 
     Raises:
         DataError: Unknown name, missing files or a checksum mismatch.
+
+    Example:
+        >>> load_planetoid("citeseer").n_nodes
+        3327
+        >>> load_planetoid("pubmed")
+        Traceback (most recent call last):
+        ...
+        pslbridge.errors.DataError: unknown data set 'pubmed'; choose cora or citeseer
     """
     name = name.lower()
     if name not in ("cora", "citeseer"):
@@ -150,6 +163,11 @@ def make_split(
     """Random split (paper): 5 % train, 5 % validation, 1,000 test, the rest unlabelled.
 
     Nodes without a label are never drawn; the draw repeats until every class is in the training split.
+
+    Example:
+        >>> s = make_split(np.arange(3000) % 7, seed=1)
+        >>> len(s.train), len(s.test), set(s.train) & set(s.test)
+        (150, 1000, set())
     """
     rng = np.random.default_rng(seed)
     n = len(labels)

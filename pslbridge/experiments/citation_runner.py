@@ -36,7 +36,7 @@ import numpy as np
 from ..bridge import Bridge
 from ..datasets.planetoid import Graph, Split, load_planetoid, make_split, propagate_features
 from ..learning import WeightOptimizer
-from ..training import NeuralBinding, Trainer, set_seed
+from ..training import set_seed
 from .arguments import positive_int
 from .citation import citation_spec, dense_classifier, normalise_rows
 from .reporting import append_csv, mean_std, read_groups
@@ -132,6 +132,8 @@ def _neupsl(
 ) -> dict[str, Any]:
     import keras
 
+    from ..keras import NeuPSLModel, ProgramData
+
     t0 = time.perf_counter()
     model = _pretrain(x, graph, split, setting)
     pretrain = time.perf_counter() - t0
@@ -163,13 +165,22 @@ def _neupsl(
         return {"val_acc": _accuracy(predictions, graph.labels, split.val)}
 
     best["val"] = evaluate()["val_acc"]
-    binding = NeuralBinding("Neural", model, x, keras.optimizers.Adam(setting.neural_step))
-    trainer = Trainer(learn_bridge, [binding], weights=optimizer, evaluate=evaluate)
+    neupsl = NeuPSLModel({"Neural": model}, weights=optimizer)
+    neupsl.compile(optimizer=keras.optimizers.Adam(setting.neural_step))
+
+    def select(epoch: int, logs: dict[str, float]) -> None:
+        logs.update(evaluate())
+        if logs["val_acc"] > best["val"]:
+            best.update(val=logs["val_acc"], weights=model.get_weights(), rule_weights=learn_bridge.rule_weights)
+
+    # One full-batch step per Keras epoch, validation after each (the network of the best one is kept).
     t2 = time.perf_counter()
-    for _ in range(setting.steps):
-        logs = trainer.fit(1, verbose=0).history
-        if logs["val_acc"][-1] > best["val"]:
-            best.update(val=logs["val_acc"][-1], weights=model.get_weights(), rule_weights=learn_bridge.rule_weights)
+    neupsl.fit(
+        ProgramData([(learn_bridge, {"Neural": x})]),
+        epochs=setting.steps,
+        verbose=0,
+        callbacks=[keras.callbacks.LambdaCallback(on_epoch_end=select)],
+    )
     learn = time.perf_counter() - t2
     model.set_weights(best["weights"])
     infer_bridge.rule_weights = best["rule_weights"]

@@ -29,7 +29,7 @@ import numpy as np
 
 from ..bridge import Bridge
 from ..datasets.mnist import load_mnist
-from ..training import NeuralBinding, Trainer, set_seed
+from ..training import set_seed
 from .arguments import non_negative_int, positive_int
 from .mnist_add import lenet, lenet_layers, prepare_images
 from .reporting import append_csv, mean_std, read_groups
@@ -80,15 +80,21 @@ def _probabilities(model: Any, images: np.ndarray, puzzles: Puzzles) -> np.ndarr
 
 
 def _neupsl(setting: SudokuSetting, train: Puzzles, val: Puzzles, test: Puzzles, mnist: tuple) -> dict[str, Any]:
+    import keras
+
+    from ..keras import NeuPSLModel, ProgramData
+
     x_train, _, x_test, y_test = mnist
     keep = np.flatnonzero(train.valid)
     valid_train = Puzzles(train.images[keep], train.symbols[keep], train.valid[keep])
     model = lenet(4, setting.learning_rate)
     with Bridge(sudoku_spec(len(keep), pinned=valid_train.symbols[0, 0])) as bridge:
         inputs = prepare_images(x_train[entity_images(bridge.entities("Neural"), valid_train)])
-        trainer = Trainer(bridge, [NeuralBinding("Neural", model, inputs)], steps_per_epoch=setting.steps_per_epoch)
+        neupsl = NeuPSLModel({"Neural": model})
+        neupsl.compile(optimizer=keras.optimizers.Adam(setting.learning_rate))
+        data = ProgramData([(bridge, {"Neural": inputs})], passes=setting.steps_per_epoch)
         t0 = time.perf_counter()
-        trainer.fit(setting.epochs, verbose=0)
+        neupsl.fit(data, epochs=setting.epochs, verbose=0)
         learn = time.perf_counter() - t0
     _, threshold = threshold_accuracy(puzzle_scores(_probabilities(model, x_test, val)), val.valid)
     t1 = time.perf_counter()

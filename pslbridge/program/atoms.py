@@ -38,6 +38,11 @@ class TargetRows:
     Attributes:
         frame: Argument columns ``arg0 ..``, in the order the user gave the rows.
         index: Atom-store index of each row.
+
+    Example:
+        >>> rows = program.targets["KNOWS"]
+        >>> len(rows.frame) == rows.index.size
+        True
     """
 
     frame: pd.DataFrame
@@ -122,6 +127,10 @@ class AtomIndex:
         atom_store: PSL's atom store of the target database.
         entity_maps: Entity-data maps of the neural predicates that have one.
         neural_targets: Generated target tables of neural predicates (entities × classes).
+
+    Example:
+        >>> program.atoms.counts()
+        {'KNOWS': 56, 'LIKES': 21, 'LIVED': 12}
     """
 
     def __init__(

@@ -49,6 +49,12 @@ class Grounded:
         db: The target database (targets over observations).
         truth_db: The truth database (labels).
         app: The inference application: term store, reasoner, atom store.
+
+    Example:
+        >>> built = build(bridge.spec, {}, "admm")
+        >>> int(built.grounded.atom_store.size())
+        89
+        >>> built.grounded.close(); built.registry.release()
     """
 
     datastore: Any
@@ -101,6 +107,12 @@ def ground(
 
     Returns:
         The grounded program's Java objects. On failure the partly built objects are closed.
+
+    Example:
+        >>> built = build(bridge.spec, {}, "admm")  # build() calls ground() between compiling and indexing
+        >>> bool(built.terms.per_rule().sum() == program.term_count)
+        True
+        >>> built.grounded.close(); built.registry.release()
     """
     url = f"jdbc:sqlite:file:pslbridge_{next(_ids)}?mode=memory&cache=shared&read_uncommitted=true"
     standard = [predicates[p.key] for p in spec.predicates.values() if p.function is None]
@@ -132,7 +144,14 @@ def ground(
 
 @dataclass
 class Built:
-    """Everything a :class:`~pslbridge.program.GroundProgram` is made of, as :func:`build` returns it."""
+    """Everything a :class:`~pslbridge.program.GroundProgram` is made of, as :func:`build` returns it.
+
+    Example:
+        >>> built = build(bridge.spec, {}, "admm")
+        >>> built.atoms.counts()["KNOWS"], len(built.rules.info)
+        (56, 6)
+        >>> built.grounded.close(); built.registry.release()
+    """
 
     registry: PredicateRegistry
     predicates: dict[str, Any]
@@ -159,6 +178,12 @@ def build(
     Raises:
         ModelFileError: The model is malformed, or a functional predicate's callable failed.
         EngineError: PSL failed.
+
+    Example:
+        >>> built = build(bridge.spec, {"admmreasoner.maxiterations": "100"}, "admm")
+        >>> sorted(built.timings)[:2], built.solver.dual
+        (['compile', 'ground'], False)
+        >>> built.grounded.close(); built.registry.release()
     """
     _warn_unknown_options(options)
     check_rules(spec)

@@ -45,6 +45,10 @@ class Labels:
         label_values: Their truth values (float32).
         latent_count: Target atoms without a label.
         fixed: Whether the labelled atoms are currently fixed.
+
+    Example:
+        >>> program.labels.label_index.size  # the KNOWS atoms with a truth value
+        40
     """
 
     def __init__(self, spec: ModelSpec, atoms: AtomIndex, atom_store: Any, truth_store: Any) -> None:

@@ -44,6 +44,14 @@ class Proximity:
         atoms: Atom-store indexes of the proximity atoms ``p_i`` (``targets`` order).
         weight: The proximity weight.
         terms: Ground terms added (two per target).
+
+    Example:
+        >>> from pslbridge.experiments.mnist_add import add1_spec
+        >>> with Bridge(add1_spec([(0, 1)], sums=[3], phase="learn"), reasoner="dualbcd") as b:
+        ...     result = b.learn_step({"Neural": np.full((2, 10), 0.1)}, loss="bce")
+        ...     prox = b.program.proximity(0.01)
+        ...     prox.terms == 2 * prox.targets.size, prox.weight
+        (True, 0.01)
     """
 
     def __init__(self, database: Any, term_store: Any, targets: np.ndarray, weight: float) -> None:

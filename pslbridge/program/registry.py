@@ -44,6 +44,15 @@ class PredicateRegistry:
     Args:
         predicates: The model's declarations.
         source: The model's source, for messages.
+
+    Example:
+        >>> from pslbridge.model_files import PredicateSpec
+        >>> registry = PredicateRegistry([PredicateSpec("ExampleRegistered", 2)], "an example")
+        >>> java = registry.declare()
+        >>> sorted(java), in_use()["EXAMPLEREGISTERED"]
+        (['EXAMPLEREGISTERED'], 1)
+        >>> registry.release(); "EXAMPLEREGISTERED" in in_use()
+        False
     """
 
     def __init__(self, predicates: Sequence[PredicateSpec], source: str) -> None:

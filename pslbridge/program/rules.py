@@ -56,6 +56,10 @@ class RuleSet:
         java: The compiled rules in model order.
         info: What each rule is.
         weighted: Indexes of the weighted rules (the order of :attr:`weights`).
+
+    Example:
+        >>> len(program.rules), len(program.rule_weights)  # the hard constraint has no weight
+        (6, 5)
     """
 
     def __init__(self, rules: Sequence[RuleSpec]) -> None:

@@ -71,6 +71,10 @@ class Solver:
         reasoner: The reasoner's name (a key of :data:`pslbridge._java.REASONERS`).
         rules: The compiled rules in model order.
         weighted: Whether each rule is weighted.
+
+    Example:
+        >>> program.solver.dual, program.solver.solve(reset=False).iterations > 0
+        (False, True)
     """
 
     def __init__(self, app: Any, reasoner: str, rules: Sequence[Any], weighted: Sequence[bool]) -> None:

@@ -53,6 +53,11 @@ class TermTable:
         atoms: Atom-store indexes.
         coefficients: float32 coefficient of each atom.
         constants: float32 constant of each term (the inner value is ``coefficients · x − constant``).
+
+    Example:
+        >>> table = program.terms.table()
+        >>> table.rule.size == program.term_count, bool(table.incompatibility(program.atom_values()).min() >= 0)
+        (True, True)
     """
 
     rule: np.ndarray
@@ -121,6 +126,10 @@ class Terms:
         atom_store: The atom store of the program's target database.
         rules: The program's :class:`~pslbridge.program.rules.RuleSet`.
         count: The model's terms (terms added later, such as proximity terms, follow them).
+
+    Example:
+        >>> program.terms.per_rule().tolist()
+        [...]
     """
 
     def __init__(self, term_store: Any, atom_store: Any, rules: Any, count: int) -> None:
@@ -173,6 +182,15 @@ def export_terms(term_store: Any, rules: Sequence[Any], weighted: Sequence[bool]
 
     Returns:
         The table.
+
+    Example:
+        >>> from pslbridge.program.grounding import build
+        >>> built = build(bridge.spec, {}, "admm")
+        >>> weighted = [r.weighted for r in built.rules.info]
+        >>> table = export_terms(built.grounded.term_store, built.rules.java, weighted, 10)
+        >>> table.rule.size
+        10
+        >>> built.grounded.close(); built.registry.release()
     """
     saved = [float(r.getWeight()) if w else None for r, w in zip(rules, weighted)]
     with guard("exporting ground terms"):
