@@ -98,3 +98,30 @@ def test_overhead_benchmark_smoke(jvm_started):
     row = measure(5, repeats=1)
     assert row["atoms"] > 0 and row["solve_s"] > 0
     assert row["push_gbps"] > 0 and row["numpy_copy_gbps"] > 0 and row["overhead_pct"] > 0
+
+
+@pytest.mark.slow
+def test_accuracy_curve_smoke(tmp_path):
+    """Both contenders train on the same split; every official snapshot and every pslbridge epoch is scored on the
+    same test program; the summary and the plot are written and the report states the goal."""
+    pytest.importorskip("pslpython", reason="the official NeuPSL comparison needs the bench extra (pslpython)")
+    from pslbridge.benchmarks import report
+
+    proc = run_python(
+        f"""
+        from pslbridge.benchmarks import accuracy_curve
+        accuracy_curve.main(["--splits", "1", "--steps", "40", "--every", "20", "--out", {str(tmp_path)!r}])
+    """,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    points = list(csv.DictReader(open(tmp_path / "accuracy-curve.csv")))
+    official = [p for p in points if p["contender"] == "official"]
+    ours = [p for p in points if p["contender"] == "pslbridge"]
+    assert len(official) >= 3 and len(ours) == 2  # snapshots from 0 every 20 iterations + the final; 2 epochs
+    assert all(0 <= float(p["test_sum_acc"]) <= 100 and float(p["seconds"]) >= 0 for p in points)
+    times = [float(p["seconds"]) for p in official]
+    assert times == sorted(times) and times[0] < 1.0  # the first snapshot is the untrained network
+    assert (tmp_path / "accuracy-curves.png").stat().st_size > 1000
+    text = report.write_report(tmp_path).read_text()
+    assert "official loop's final MNIST-Add1-300 accuracy" in text

@@ -52,12 +52,14 @@ def official_config(
     seed: int = 0,
     style: str = "paper",
     timing_path: Path | None = None,
+    snapshots: tuple[Path, int] | None = None,
 ) -> Path:
     """Write a runtime config (and its data files) for the jar's Energy learner on ``problem``.
 
     The neural predicate ``Neural`` becomes a ``DeepPredicate`` served by
     :class:`~pslbridge.benchmarks.official_model.OfficialKerasModel`; its entity-data map holds
-    ``problem.features`` (one row per entity, in entity order).
+    ``problem.features`` (one row per entity, in entity order). ``snapshots=(folder, every)`` has the deep
+    model save its weights every ``every`` learning iterations (for time-to-accuracy curves).
 
     Example:
         >>> import tempfile
@@ -99,6 +101,11 @@ def official_config(
                 "style": style,
                 **({"save-path": str(save_path)} if save_path is not None else {}),
                 **({"timing-path": str(timing_path)} if timing_path is not None else {}),
+                **(
+                    {"snapshot-dir": str(snapshots[0]), "snapshot-every": str(snapshots[1])}
+                    if snapshots is not None
+                    else {}
+                ),
             }
         predicates[f"{pred.name}/{pred.arity}"] = entry
     config = {
@@ -197,6 +204,7 @@ def run_official(
     seed: int = 0,
     style: str = "paper",
     timeout: float = 3600.0,
+    snapshots: tuple[Path, int] | None = None,
 ) -> dict[str, Any]:
     """Run the jar's learning loop on ``problem`` in a fresh process tree and time it from PSL's own log.
 
@@ -206,7 +214,9 @@ def run_official(
         (loop over steps, warm-up included), ``server_s`` (median seconds per iteration inside the Python
         deep-model server's handlers; the rest of a step is Java: PSL and the socket), ``total_s`` (whole
         process: JVM, server start, data load, grounding), ``build_s`` (log start to the loop start),
-        ``peak_rss_mb`` (java + Python server), ``peak_heap_mb`` and the log.
+        ``peak_rss_mb`` (java + Python server), ``peak_heap_mb`` and the log. With ``snapshots=(folder,
+        every)`` the network's weights are saved there every ``every`` iterations (see
+        :meth:`~pslbridge.benchmarks.official_model.OfficialKerasModel.internal_predict`).
     """
     with tempfile.TemporaryDirectory(prefix="pslbridge-official-") as tmp:
         config = official_config(
@@ -218,6 +228,7 @@ def run_official(
             seed=seed,
             style=style,
             timing_path=Path(tmp) / "iterations.txt",
+            snapshots=snapshots,
         )
         env = dict(os.environ)
         env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")

@@ -13,6 +13,7 @@ Example:
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -138,11 +139,28 @@ class OfficialKerasModel(_DeepModel):  # type: ignore[misc,valid-type]
         return {}
 
     def _stamp(self) -> None:
-        """Append ``<time> <server seconds so far>`` to ``timing-path`` (once per learning iteration)."""
+        """Append ``<time> <server seconds so far>`` to ``timing-path`` (once per learning iteration).
+
+        With ``snapshot-dir`` and ``snapshot-every`` it also saves the network's weights every that many
+        iterations (``iteration-<k>.npz``, with ``seconds``: learning time since the first iteration, the
+        time spent saving snapshots left out).
+        """
+        now = time.perf_counter()
         path = self._options.get("timing-path")
         if path:
             with open(path, "a") as handle:
-                handle.write(f"{time.perf_counter()} {self._server_s}\n")
+                handle.write(f"{now} {self._server_s}\n")
+        folder, every = self._options.get("snapshot-dir"), int(self._options.get("snapshot-every", 0))
+        if folder and every:
+            count = getattr(self, "_iterations", 0)
+            self._iterations = count + 1
+            if count == 0:
+                self._first, self._saving = now, 0.0
+            if count % every == 0:
+                weights = self._network.get_weights()
+                seconds = now - self._first - self._saving
+                np.savez(Path(folder) / f"iteration-{count:06d}.npz", *weights, seconds=np.float64(seconds))
+                self._saving += time.perf_counter() - now
 
     def fit_predicate(self, options: dict[str, Any] | None = None) -> dict:
         """The pslpython handler, timed (reading gradients, assembling the data, fitting)."""
