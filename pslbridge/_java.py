@@ -23,6 +23,7 @@ import contextlib
 import json
 import logging
 import re
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -294,6 +295,27 @@ def is_java_exception(exc: BaseException) -> bool:
     return isinstance(exc, jpype.JException)
 
 
+def absorb_pending_interrupt(timeout: float = 0.5) -> bool:
+    """Wait briefly for the Python half of a Ctrl-C whose Java half already ended a call; True if it came.
+
+    JPype's SIGINT handler (on a Java thread) first interrupts Java's main thread, then schedules Python's own
+    SIGINT handling. The interrupted call can return to Python before the second half lands, which then raised
+    a second ``KeyboardInterrupt`` inside the next Java call: one Ctrl-C, two interrupts. Waiting here (only
+    after an interruption) takes that second half in, so one Ctrl-C is one ``KeyboardInterrupt``.
+
+    Example:
+        >>> absorb_pending_interrupt(timeout=0.01)  # no Ctrl-C pending
+        False
+    """
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            time.sleep(0.002)
+    except KeyboardInterrupt:
+        return True
+    return False
+
+
 @contextlib.contextmanager
 def guard(context: str, *, rule: str | None = None, path: str | None = None, line: int | None = None) -> Iterator[None]:
     """Translate Java exceptions raised inside the block (the one choke point).
@@ -318,7 +340,10 @@ def guard(context: str, *, rule: str | None = None, path: str | None = None, lin
             raise
         except Exception as exc:
             if is_java_exception(exc):
-                raise translate(exc, context, rule=rule, path=path, line=line) from exc
+                translated = translate(exc, context, rule=rule, path=path, line=line)
+                if isinstance(translated, KeyboardInterrupt):
+                    absorb_pending_interrupt()
+                raise translated from exc
             if isinstance(exc, RuntimeError) and "Fatal error" in str(exc):
                 # JPype could not even build the Java exception: in practice the heap ran out.
                 raise EngineMemoryError(
