@@ -26,9 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
-from . import diagnostics
 from .errors import ConfigurationError, EngineError, NeuralInputError
 from .learning import WeightOptimizer
 from .losses import Loss, StepContext, resolve_loss, warn_without_truth
@@ -141,7 +139,7 @@ class Bridge(ProgramView):
         mapping = _as_mapping(neural, self.neural_predicates)
         with program.lock:
             program.write_neural(mapping)
-            self._pushed.update(program.neural_block(str(name)).spec.key for name in mapping)
+            self._pushed.update(program.atoms.block(str(name)).spec.key for name in mapping)
 
     def infer(self, neural: Mapping[str, Any] | Any = None, *, reset: bool = False) -> InferenceResult:
         """Push neural predictions (optional) and run MAP inference on the resident program.
@@ -263,13 +261,9 @@ class Bridge(ProgramView):
         return self._losses[key]
 
     def _learn_result(self, out: Any, weights: np.ndarray, timings: dict[str, float]) -> LearnResult:
-        program = self.program
-        t = time.perf_counter()
-        gradients = {b.spec.name: out.atom_gradient[b.index] for b in program.neural.values()}
-        timings["read"] = time.perf_counter() - t
         # ADMM's optimal-value gradient skips constraint terms; the dual-BCD reasoners' comes from every term's
         # dual variable, hard constraints included.
-        exact = not self._neural_in_constraints or program.solver.dual
+        exact = not self._neural_in_constraints or self.program.solver.dual
         if not exact and not self._warned_constraints:
             log.warning(
                 "hard constraint(s) %s contain neural atoms; PSL's gradient skips constraint terms, "
@@ -278,58 +272,7 @@ class Bridge(ProgramView):
                 self._neural_in_constraints,
             )
             self._warned_constraints = True
-        labels = program.labels
-        return LearnResult(
-            out.loss,
-            out.energy,
-            out.weight_gradient,
-            gradients,
-            weights,
-            out.iterations,
-            timings,
-            labels.latent_count,
-            int(labels.label_index.size),
-            exact,
-            out.details,
-        )
-
-    # -- diagnostics ------------------------------------------------------------------
-
-    def evaluate(self) -> pd.DataFrame:
-        """The model's declared evaluations, by PSL's own evaluators, on the current values against the truth.
-
-        Run :meth:`infer` first. One row per evaluation: ``predicate``, ``evaluator``, ``primary``, ``rep_metric``
-        (the evaluator's representative metric), ``normalized``, ``higher_is_better``, ``stats`` (what the jar
-        prints).
-
-        Example:
-            >>> from pslbridge.model_files import EvaluationSpec
-            >>> spec = ModelSpec.from_python(rules=["1: A(X) -> B(X) ^2", "1: !B(X) ^2"],
-            ...     predicates={"A": 1, "B": 1}, observations={"A": [("x", 1.0), ("y", 0.0)]},
-            ...     targets={"B": [("x",), ("y",)]}, truth={"B": [("x", 1.0), ("y", 0.0)]})
-            >>> spec.predicates["B"].evaluations = [EvaluationSpec("DiscreteEvaluator")]
-            >>> with Bridge(spec) as bridge:
-            ...     _ = bridge.infer()
-            ...     bridge.evaluate()[["predicate", "evaluator", "rep_metric"]]
-              predicate          evaluator  rep_metric
-            0         B  DiscreteEvaluator         1.0
-        """
-        return pd.DataFrame(
-            self.program.evaluate(),
-            columns=["predicate", "primary", "evaluator", "rep_metric", "normalized", "higher_is_better", "stats"],
-        )
-
-    def rules_table(self) -> pd.DataFrame:
-        """Each rule's weight, terms, Φ and violated constraints (:func:`pslbridge.diagnostics.rules_table`)."""
-        return diagnostics.rules_table(self.program)
-
-    def summary(self) -> dict[str, Any]:
-        """Atoms per predicate, terms, build timings, Java heap in use (:func:`pslbridge.diagnostics.summary`)."""
-        return diagnostics.summary(self.program)
-
-    def explain(self, predicate: str, *args: Any) -> pd.DataFrame:
-        """The terms touching one atom and their pull on it (:func:`pslbridge.diagnostics.explain`)."""
-        return diagnostics.explain(self.program, predicate, *args)
+        return LearnResult.from_step(self.program, out, weights, timings, exact)
 
     def _check_pushed(self) -> None:
         missing = [b.spec.name for k, b in self.program.neural.items() if k not in self._pushed]

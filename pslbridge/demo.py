@@ -59,8 +59,7 @@ def run_demo(
         verbose: 1 prints progress and results; 0 is silent.
 
     Returns:
-        ``before``/``after`` accuracies (%), the saved ``model`` and ``plot`` paths, the ``new_additions``
-        predicted by the loaded model (``(image ids, predicted sum, true sum)``) and the ``seconds`` taken.
+        ``before``/``after`` accuracies (%), ``model`` and ``plot`` paths, ``new_additions`` and ``seconds``.
 
     Raises:
         pslbridge.errors.DataError: MNIST is not available offline (run ``make data``).
@@ -78,19 +77,11 @@ def run_demo(
 
     from .bridge import Bridge
     from .datasets.mnist import load_mnist
-    from .experiments.mnist_add import (
-        addition_spec,
-        digit_sum_rows,
-        lenet,
-        make_additions,
-        possible_digit_rows,
-        prepare_images,
-    )
-    from .keras import NeuPSLModel, ProgramData, load_neupsl
+    from .experiments.mnist_add import addition_spec, lenet, make_additions, prepare_images
+    from .keras import NeuPSLModel, ProgramData
     from .training import set_seed
 
-    start = time.perf_counter()
-    say = print if verbose else (lambda *a, **k: None)
+    start, say = time.perf_counter(), print if verbose else (lambda *a, **k: None)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     x_train, y_train, x_test, y_test = load_mnist()
@@ -103,33 +94,50 @@ def run_demo(
     test_bridge = Bridge(addition_spec(test, labelled=False, phase="infer"))
     test_inputs, test_digits = prepare_images(x_test[test.image_ids]), y_test[test.image_ids]
 
-    model = NeuPSLModel({"Neural": lenet(10)})
-    model.compile(optimizer=keras.optimizers.Adam(1e-3))
+    (model := NeuPSLModel({"Neural": lenet(10)})).compile(optimizer=keras.optimizers.Adam(1e-3))
     before = _accuracies(model, test_bridge, test_inputs, test, test_digits)
-    say(
-        f"MNIST-Add1: {additions} training additions (images labelled only by their sums), "
-        f"{test_additions} held-out additions"
-    )
+    say(f"MNIST-Add1: {additions} training additions (labelled by their sums only), {test_additions} held out")
     say(f"before training: digit accuracy {before['digit_acc']:.1f} %, sum accuracy {before['sum_acc']:.1f} %")
 
-    curve: list[dict[str, float]] = []
-
-    def epoch_end(epoch: int, logs: dict[str, float]) -> None:
-        logs.update(
-            {f"test_{k}": v for k, v in _accuracies(model, test_bridge, test_inputs, test, test_digits).items()}
-        )
-        curve.append(dict(logs))
-
     data = ProgramData([(train_bridge, {"Neural": prepare_images(x_train[train.image_ids])})], passes=steps_per_epoch)
-    callback = keras.callbacks.LambdaCallback(on_epoch_end=epoch_end)
-    model.fit(data, epochs=epochs, verbose=1 if verbose else 0, callbacks=[callback])
+    curve = _fit(model, data, epochs, verbose, lambda: _accuracies(model, test_bridge, test_inputs, test, test_digits))
     after = _accuracies(model, test_bridge, test_inputs, test, test_digits)
     say(f"after training:  digit accuracy {after['digit_acc']:.1f} %, sum accuracy {after['sum_acc']:.1f} %")
     plot = _plot(curve, out / "learning-curve.png")
     saved = model.save_neupsl(out / "add1.neupsl", train_bridge)
     say(f"learning curve: {plot}\nsaved model:    {saved}")
-    train_bridge.close()
-    test_bridge.close()
+    for bridge in (train_bridge, test_bridge):
+        bridge.close()
+
+    rows = _predict_new(saved, new, x_test, y_test)
+    say(f"the loaded model on {len(rows)} new additions (MNIST test images ids):")
+    for (a, b), guess, truth in rows:
+        mark = "ok" if guess == truth else "x"
+        say(f"  image {a:>5} + image {b:>5}: predicted sum {guess:>2}, true {truth:>2} {mark}")
+    summary = {"before": before, "after": after, "model": saved, "plot": plot, "new_additions": rows}
+    say(f"demo finished in {time.perf_counter() - start:.0f} s")
+    return {**summary, "seconds": time.perf_counter() - start}
+
+
+def _fit(model: Any, data: Any, epochs: int, verbose: int, held_out: Any) -> list[dict[str, float]]:
+    """``model.fit`` with Keras' progress bar; the held-out accuracies join each epoch's logs (the curve)."""
+    import keras
+
+    curve: list[dict[str, float]] = []
+
+    def epoch_end(epoch: int, logs: dict[str, float]) -> None:
+        logs.update({f"test_{k}": v for k, v in held_out().items()})
+        curve.append(dict(logs))
+
+    callback = keras.callbacks.LambdaCallback(on_epoch_end=epoch_end)
+    model.fit(data, epochs=epochs, verbose=1 if verbose else 0, callbacks=[callback])
+    return curve
+
+
+def _predict_new(saved: Path, new: Any, x_test: np.ndarray, y_test: np.ndarray) -> list[tuple[Any, int, int]]:
+    """Load the saved model and predict the sums of ``new`` additions: ``((image, image), predicted, true)``."""
+    from .experiments.mnist_add import digit_sum_rows, possible_digit_rows, prepare_images
+    from .keras import load_neupsl
 
     predictor = load_neupsl(saved)
     entities = [int(i) for i in new.image_ids]
@@ -141,14 +149,7 @@ def run_demo(
         targets={"ImageSum": [(a, b, z) for a, b in pairs for z in range(19)]},
     )
     predicted = {(int(r.arg0), int(r.arg1)): int(r.arg2) for r in result.argmax("ImageSum").itertuples(index=False)}
-    rows = [(pair, predicted[pair], int(y_test[pair[0]] + y_test[pair[1]])) for pair in pairs]
-    say(f"the loaded model on {len(rows)} new additions (MNIST test images ids):")
-    for (a, b), guess, truth in rows:
-        mark = "ok" if guess == truth else "x"
-        say(f"  image {a:>5} + image {b:>5}: predicted sum {guess:>2}, true {truth:>2} {mark}")
-    seconds = time.perf_counter() - start
-    say(f"demo finished in {seconds:.0f} s")
-    return {"before": before, "after": after, "model": saved, "plot": plot, "new_additions": rows, "seconds": seconds}
+    return [(pair, predicted[pair], int(y_test[pair[0]] + y_test[pair[1]])) for pair in pairs]
 
 
 def _plot(curve: list[dict[str, float]], path: Path) -> Path:

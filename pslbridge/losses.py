@@ -362,7 +362,7 @@ class _MinimizerState:
 
     def step(self, ctx: StepContext) -> LossOutput:
         program, timings, iterations = self.program, {}, {}
-        neural = program.atom_values()[program.deep_mask()]
+        neural = program.atom_values()[program.atoms.deep_mask]
         if self.pending is not None and self.neural_values is not None:
             self.update_penalties(self.pending + float(np.abs(neural - self.neural_values).sum()))
         self.neural_values = neural

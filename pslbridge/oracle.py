@@ -99,19 +99,7 @@ def spec_to_runtime_config(
             if rows:
                 entry[partition] = rows
         if pred.neural is not None:
-            key = next((k for k in neural if k.upper() == pred.key), None)
-            if key is None:
-                raise EngineError(f"the oracle needs predictions for neural predicate {pred.name}")
-            values = np.asarray(neural[key], dtype=np.float64)
-            ents = entities[key] if entities is not None else None
-            labels = classes[key] if classes is not None else [str(c) for c in range(values.shape[1])]
-            if ents is None:
-                raise EngineError(f"the oracle needs the entity rows of neural predicate {pred.name}")
-            rows = []
-            for r, ent in enumerate(ents.itertuples(index=False)):
-                for c, label in enumerate(labels):
-                    rows.append([*map(str, ent), str(label), repr(float(values[r, c]))])
-            entry = {"types": list(pred.types), "observations": rows}
+            entry = {"types": list(pred.types), "observations": _neural_rows(pred, neural, entities, classes)}
         elif spec.is_closed(pred.name) is False and "targets" not in entry:
             entry["force-open"] = True
         predicates[f"{pred.name}/{pred.arity}"] = entry
@@ -124,6 +112,28 @@ def spec_to_runtime_config(
             k: ({split: v} if k in ("observations", "targets", "truth") else v) for k, v in entry.items()
         }
     return config
+
+
+def _neural_rows(
+    pred: Any,
+    neural: Mapping[str, np.ndarray],
+    entities: Mapping[str, pd.DataFrame] | None,
+    classes: Mapping[str, list[str]] | None,
+) -> list[list[str]]:
+    """A neural predicate's predictions as observation rows ``[*entity, class, value]``."""
+    key = next((k for k in neural if k.upper() == pred.key), None)
+    if key is None:
+        raise EngineError(f"the oracle needs predictions for neural predicate {pred.name}")
+    values = np.asarray(neural[key], dtype=np.float64)
+    ents = entities[key] if entities is not None else None
+    labels = classes[key] if classes is not None else [str(c) for c in range(values.shape[1])]
+    if ents is None:
+        raise EngineError(f"the oracle needs the entity rows of neural predicate {pred.name}")
+    rows = []
+    for r, ent in enumerate(ents.itertuples(index=False)):
+        for c, label in enumerate(labels):
+            rows.append([*map(str, ent), str(label), repr(float(values[r, c]))])
+    return rows
 
 
 @dataclass

@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -204,3 +205,35 @@ class LearnResult:
     labelled_atoms: int
     exact_gradient: bool = True
     details: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def from_step(
+        cls, program: Any, out: Any, weights: np.ndarray, timings: dict[str, float], exact: bool = True
+    ) -> LearnResult:
+        """The result of a loss step (a :class:`pslbridge.losses.LossOutput`) on a program.
+
+        The neural gradients are ``out.atom_gradient`` at each neural block's atoms (timed as ``read``).
+
+        Example:
+            >>> from pslbridge.losses import LossOutput
+            >>> out = LossOutput(0.5, 0.5, None, np.zeros(program.atom_count))
+            >>> LearnResult.from_step(program, out, program.rule_weights, {}).labelled_atoms
+            40
+        """
+        t = time.perf_counter()
+        gradients = {b.spec.name: out.atom_gradient[b.index] for b in program.neural.values()}
+        timings["read"] = time.perf_counter() - t
+        labels = program.labels
+        return cls(
+            out.loss,
+            out.energy,
+            out.weight_gradient,
+            gradients,
+            weights,
+            out.iterations,
+            timings,
+            labels.latent_count,
+            int(labels.label_index.size),
+            exact,
+            out.details,
+        )

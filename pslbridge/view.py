@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from . import diagnostics
 from .errors import ClosedError
 from .model_files import ModelSpec
 from .program import GroundProgram
@@ -76,19 +77,19 @@ class ProgramView:
             ...     b.entities("Neural").arg0.tolist()
             ['0', '1']
         """
-        return self.program.neural_block(predicate).entities.copy()
+        return self.program.atoms.block(predicate).entities.copy()
 
     def classes(self, predicate: str) -> list[str]:
         """The class labels of a neural predicate, in column order."""
-        return list(self.program.neural_block(predicate).classes)
+        return list(self.program.atoms.block(predicate).classes)
 
     def features(self, predicate: str) -> np.ndarray | None:
         """Features from the neural predicate's entity-data map, aligned with :meth:`entities`."""
-        return self.program.neural_block(predicate).features
+        return self.program.atoms.block(predicate).features
 
     def neural_shape(self, predicate: str) -> tuple[int, int]:
         """``(n_entities, n_classes)`` expected for a neural predicate."""
-        return self.program.neural_block(predicate).shape
+        return self.program.atoms.block(predicate).shape
 
     def atoms(self, predicate: str) -> pd.DataFrame:
         """The target atoms of a predicate (arguments), in result row order."""
@@ -135,3 +136,41 @@ class ProgramView:
     def term_count(self) -> int:
         """Ground terms (potentials and constraints) in the program."""
         return self.program.term_count
+
+    # -- diagnostics (pslbridge.diagnostics) -----------------------------------------
+
+    def rules_table(self) -> pd.DataFrame:
+        """Each rule's weight, terms, Φ and violated constraints (:func:`pslbridge.diagnostics.rules_table`)."""
+        return diagnostics.rules_table(self.program)
+
+    def summary(self) -> dict[str, Any]:
+        """Atoms per predicate, terms, build timings, Java heap in use (:func:`pslbridge.diagnostics.summary`)."""
+        return diagnostics.summary(self.program)
+
+    def explain(self, predicate: str, *args: Any) -> pd.DataFrame:
+        """The terms touching one atom and their pull on it (:func:`pslbridge.diagnostics.explain`)."""
+        return diagnostics.explain(self.program, predicate, *args)
+
+    def evaluate(self) -> pd.DataFrame:
+        """The model's declared evaluations, by PSL's own evaluators, on the current values against the truth.
+
+        Run :meth:`infer` first. One row per evaluation: ``predicate``, ``evaluator``, ``primary``, ``rep_metric``
+        (the evaluator's representative metric), ``normalized``, ``higher_is_better``, ``stats`` (what the jar
+        prints).
+
+        Example:
+            >>> from pslbridge.model_files import EvaluationSpec
+            >>> spec = ModelSpec.from_python(rules=["1: A(X) -> B(X) ^2", "1: !B(X) ^2"],
+            ...     predicates={"A": 1, "B": 1}, observations={"A": [("x", 1.0), ("y", 0.0)]},
+            ...     targets={"B": [("x",), ("y",)]}, truth={"B": [("x", 1.0), ("y", 0.0)]})
+            >>> spec.predicates["B"].evaluations = [EvaluationSpec("DiscreteEvaluator")]
+            >>> with Bridge(spec) as bridge:
+            ...     _ = bridge.infer()
+            ...     bridge.evaluate()[["predicate", "evaluator", "rep_metric"]]
+              predicate          evaluator  rep_metric
+            0         B  DiscreteEvaluator         1.0
+        """
+        return pd.DataFrame(
+            self.program.evaluate(),
+            columns=["predicate", "primary", "evaluator", "rep_metric", "normalized", "higher_is_better", "stats"],
+        )

@@ -165,7 +165,7 @@ def test_bilevel_neural_gradient_matches_finite_differences():
             return loss.step(StepContext(program))
 
         base = value(probs)
-        grad = base.atom_gradient[program.neural_block("Neural").index]
+        grad = base.atom_gradient[program.atoms.block("Neural").index]
         assert base.loss > 0 and np.abs(grad).max() > 1e-3
         eps, checked = 5e-3, 0
         for ix in np.argwhere((probs > 0.05) & (probs < 0.95) & (np.abs(grad) > 1e-4))[:3]:

@@ -89,24 +89,9 @@ def official_config(
             entry[partition] = {"learn": [_write_rows(folder / name, rows)]}
         if pred.neural is not None:
             entry["type"] = "DeepPredicate"
-            entry["options"] = {
-                "model-path": f"{MODEL_FILE}::OfficialKerasModel",
-                "entity-data-map-path": "entity-data-map.txt",
-                "entity-argument-indexes": "0",
-                "class-size": str(pred.neural.class_size),
-                "network": problem.network,
-                "features": str(problem.features.shape[1]),
-                "learning-rate": str(problem.learning_rate),
-                "seed": str(seed),
-                "style": style,
-                **({"save-path": str(save_path)} if save_path is not None else {}),
-                **({"timing-path": str(timing_path)} if timing_path is not None else {}),
-                **(
-                    {"snapshot-dir": str(snapshots[0]), "snapshot-every": str(snapshots[1])}
-                    if snapshots is not None
-                    else {}
-                ),
-            }
+            entry["options"] = _deep_options(
+                problem, pred.neural.class_size, seed, style, save_path, timing_path, snapshots
+            )
         predicates[f"{pred.name}/{pred.arity}"] = entry
     config = {
         "rules": [r.text for r in spec.rules],
@@ -125,6 +110,36 @@ def official_config(
     path = folder / "config.json"
     path.write_text(json.dumps(config, indent=1))
     return path
+
+
+def _deep_options(
+    problem: Problem,
+    class_size: int,
+    seed: int,
+    style: str,
+    save_path: Path | None,
+    timing_path: Path | None,
+    snapshots: tuple[Path, int] | None,
+) -> dict[str, str]:
+    """The ``DeepPredicate`` options that load :class:`~pslbridge.benchmarks.official_model.OfficialKerasModel`."""
+    options = {
+        "model-path": f"{MODEL_FILE}::OfficialKerasModel",
+        "entity-data-map-path": "entity-data-map.txt",
+        "entity-argument-indexes": "0",
+        "class-size": str(class_size),
+        "network": problem.network,
+        "features": str(problem.features.shape[1]),
+        "learning-rate": str(problem.learning_rate),
+        "seed": str(seed),
+        "style": style,
+    }
+    if save_path is not None:
+        options["save-path"] = str(save_path)
+    if timing_path is not None:
+        options["timing-path"] = str(timing_path)
+    if snapshots is not None:
+        options.update({"snapshot-dir": str(snapshots[0]), "snapshot-every": str(snapshots[1])})
+    return options
 
 
 def jvm_flags(gc_log: Path | None = None) -> list[str]:

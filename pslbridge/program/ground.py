@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import _java, jvm
+from .. import jvm
 from .._java import guard
-from ..errors import ClosedError, ConfigurationError, EngineError, ModelFileError
+from ..errors import ClosedError, ConfigurationError, EngineError
 from ..model_files import ModelSpec
 from ..neural_inputs import as_prediction_array
 from .atoms import AtomIndex, NeuralBlock, TargetRows
@@ -77,8 +77,6 @@ class GroundProgram:
         self.id = next(_ids)
         self.options = {**spec.options, **{k: _option_text(v) for k, v in (options or {}).items()}}
         self.reasoner_name = str(reasoner).lower()
-        if self.reasoner_name not in _java.REASONERS:
-            raise ModelFileError(f"unknown reasoner {reasoner!r}; choose one of {sorted(_java.REASONERS)}")
         self.lock = threading.RLock()
         self._closed = False
         self._dirty = False  # neural values written to the value array but not yet to the atom objects
@@ -174,7 +172,7 @@ class GroundProgram:
         self.check_open()
         checked = []
         for name, value in predictions.items():
-            block = self.neural_block(str(name))
+            block = self._atoms.block(str(name))
             array = as_prediction_array(block.spec.name, value, block.shape, block.entities, block.classes)
             checked.append((block, array.ravel()))  # validated: float32, C-contiguous
         with self.lock:
@@ -183,10 +181,6 @@ class GroundProgram:
                 block.write(java_values, flat)
             self._dirty = True
 
-    def neural_block(self, predicate: str) -> NeuralBlock:
-        """The block of a neural predicate (case-insensitive); see :meth:`.atoms.AtomIndex.block`."""
-        return self._atoms.block(predicate)
-
     def read_targets(self) -> dict[str, np.ndarray]:
         """Current values of every target predicate's rows (by declared name)."""
         if not self.targets:
@@ -194,13 +188,9 @@ class GroundProgram:
         values = self.atom_values(self.rv_count)
         return {self.spec.predicates[k].name: values[rows.index] for k, rows in self.targets.items()}
 
-    def deep_mask(self) -> np.ndarray:
-        """Boolean mask over the model's atoms: True for neural (deep) atoms."""
-        return self._atoms.deep_mask.copy()
-
     def unfixed_mask(self) -> np.ndarray:
         """Boolean mask of the atoms the reasoner solves for now (labels fixed or not)."""
-        return self.labels.unfixed_mask(self.atom_count, self.deep_mask())
+        return self.labels.unfixed_mask(self.atom_count, self._atoms.deep_mask)
 
     # -- solving -----------------------------------------------------------------------
 
@@ -278,20 +268,12 @@ class GroundProgram:
         """
         indexes = self.weighted_rules if rule_indexes is None else list(rule_indexes)
         with self.lock:
-            if self._solver.dual or squared_hinge:
-                table = self._terms.table()
-                per_rule = table.per_rule(self.atom_values(), len(self.rules), squared_hinge=squared_hinge)
-                return per_rule[indexes]
-            return self._solver.per_rule_passes(indexes)[0]
+            return self._solver.potentials(self._terms, self.atom_values, indexes, squared_hinge)
 
     def rule_violations(self) -> np.ndarray:
         """Violated ground constraints per rule at the current values (0 for weighted rules)."""
-        hard = [i for i, r in enumerate(self.rules) if not r.weighted]
-        out = np.zeros(len(self.rules), dtype=np.int64)
-        if hard:
-            with self.lock:
-                out[hard] = self._solver.per_rule_passes(hard)[1]
-        return out
+        with self.lock:
+            return self._solver.violations([not r.weighted for r in self.rules])
 
     def proximity(self, weight: float) -> Proximity:
         """The bilevel learners' proximity terms (added on first use; see :class:`.proximity.Proximity`).
@@ -321,21 +303,9 @@ class GroundProgram:
             ``higher_is_better``, ``stats``.
         """
         self.check_open()
-        rows = []
         with self.lock:
             self.sync_atoms()
-            for spec in self.spec.predicates.values():
-                for evaluation in spec.evaluations:
-                    grounded = self._grounded
-                    result = _java.evaluate(
-                        evaluation.evaluator,
-                        dict(evaluation.options),
-                        self._predicates[spec.key],
-                        grounded.db,
-                        grounded.truth_db,
-                    )
-                    rows.append({"predicate": spec.name, "primary": evaluation.primary, **result})
-        return rows
+            return self._grounded.evaluate(self.spec, self._predicates)
 
     # -- state -------------------------------------------------------------------------
 

@@ -77,6 +77,21 @@ class Grounded:
         """The atoms of the target database and their value array."""
         return self.db.getAtomStore()
 
+    def evaluate(self, spec: ModelSpec, predicates: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """Run ``spec``'s declared evaluations (PSL's evaluators) on the target database against the truth.
+
+        ``predicates`` are the Java predicates by :attr:`PredicateSpec.key`. Returns one dict per evaluation:
+        ``predicate``, ``primary`` and the evaluator's results (see :func:`pslbridge._java.evaluate`).
+        """
+        rows = []
+        for pred in spec.predicates.values():
+            for evaluation in pred.evaluations:
+                result = _java.evaluate(
+                    evaluation.evaluator, dict(evaluation.options), predicates[pred.key], self.db, self.truth_db
+                )
+                rows.append({"predicate": pred.name, "primary": evaluation.primary, **result})
+        return rows
+
     def close(self) -> None:
         """Close everything built (best effort for a partly built program)."""
         with guard("closing a program"):
@@ -176,7 +191,7 @@ def build(
     warned about (naming the closest known one): PSL itself ignores them silently.
 
     Raises:
-        ModelFileError: The model is malformed, or a functional predicate's callable failed.
+        ModelFileError: The model is malformed, an unknown reasoner, or a functional predicate's callable failed.
         EngineError: PSL failed.
 
     Example:
@@ -185,6 +200,8 @@ def build(
         (['compile', 'ground'], False)
         >>> built.grounded.close(); built.registry.release()
     """
+    if reasoner not in _java.REASONERS:
+        raise ModelFileError(f"unknown reasoner {reasoner!r}; choose one of {sorted(_java.REASONERS)}")
     _warn_unknown_options(options)
     check_rules(spec)
     check_duplicates(spec)

@@ -92,7 +92,7 @@ class Labels:
         """Boolean mask of the atoms a reasoner solves for now (not deep, not observed, not fixed labels).
 
         Example:
-            >>> mask = program.labels.unfixed_mask(program.atom_count, program.deep_mask())
+            >>> mask = program.labels.unfixed_mask(program.atom_count, program.atoms.deep_mask)
             >>> bool((mask == program.atoms.rv_mask).all())  # no neural atoms, labels not fixed
             True
         """

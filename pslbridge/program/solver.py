@@ -19,7 +19,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -129,6 +129,27 @@ class Solver:
     def values(self, upto: int) -> np.ndarray:
         """A copy of the first ``upto`` atom values (float32)."""
         return np.array(self.atom_store.getAtomValues()[0:upto], dtype=np.float32)
+
+    def potentials(
+        self, terms: Any, values: Callable[[], np.ndarray], rule_indexes: Sequence[int], squared_hinge: bool
+    ) -> np.ndarray:
+        """Φ per rule of ``rule_indexes`` (float64).
+
+        From the term table (``terms``, a :class:`.terms.Terms`, at ``values()``) on the dual reasoners or for the
+        squared hinge, else by :meth:`per_rule_passes`.
+        """
+        if self.dual or squared_hinge:
+            per_rule = terms.table().per_rule(values(), len(self.rules), squared_hinge=squared_hinge)
+            return per_rule[list(rule_indexes)]
+        return self.per_rule_passes(rule_indexes)[0]
+
+    def violations(self, hard: Sequence[bool]) -> np.ndarray:
+        """Violated ground constraints per rule (``hard`` marks the constraints; 0 for the others)."""
+        indexes = [i for i, h in enumerate(hard) if h]
+        out = np.zeros(len(hard), dtype=np.int64)
+        if indexes:
+            out[indexes] = self.per_rule_passes(indexes)[1]
+        return out
 
     def per_rule_passes(self, rule_indexes: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         """Φ (float64) and violated constraints per rule: one objective pass per rule, that rule alone active.
