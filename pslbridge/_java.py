@@ -92,6 +92,8 @@ _CLASSES = {
     "WriterAppender": "org.apache.logging.log4j.core.appender.WriterAppender",
     "PatternLayout": "org.apache.logging.log4j.core.layout.PatternLayout",
     "Thread": "java.lang.Thread",
+    "ManagementFactory": "java.lang.management.ManagementFactory",
+    "MemoryType": "java.lang.management.MemoryType",
     "LifeCycleState": "org.apache.logging.log4j.core.LifeCycle$State",
 }
 
@@ -227,6 +229,51 @@ def _grounding_error(text: str, path: str | None) -> ModelFileError:
     )
 
 
+#: How many times a heap pool was found still full after a garbage collection, as last seen by
+#: :func:`heap_ran_out` (each exhaustion is reported once).
+_HEAP_FULL_SEEN = [0]
+#: A heap pool still this full after a collection has, for practical purposes, run out.
+HEAP_FULL_FRACTION = 0.97
+
+
+def watch_heap() -> None:
+    """Have the JVM count collections after which a heap pool stays nearly full (called when PSL starts).
+
+    Example:
+        >>> watch_heap()
+    """
+    for pool in J.ManagementFactory.getMemoryPoolMXBeans():
+        if pool.getType() == J.MemoryType.HEAP and pool.isCollectionUsageThresholdSupported():
+            limit = pool.getUsage().getMax()
+            if limit > 0:
+                pool.setCollectionUsageThreshold(int(HEAP_FULL_FRACTION * limit))
+    heap_ran_out()
+
+
+def heap_ran_out() -> bool:
+    """Return True if a heap pool stayed nearly full after a collection since the last call.
+
+    When the heap runs out on a PSL worker thread, the main thread often fails next with an error whose
+    ``OutOfMemoryError`` cause was lost (a ``BootstrapMethodError``, a ``NoClassDefFoundError``,
+    "Self-suppression not permitted"); this tells those apart from real faults. Each exhaustion answers
+    True once, so a later, unrelated failure is not blamed on it.
+
+    Example:
+        >>> heap_ran_out()
+        False
+    """
+    try:
+        count = sum(
+            int(pool.getCollectionUsageThresholdCount())
+            for pool in J.ManagementFactory.getMemoryPoolMXBeans()
+            if pool.getType() == J.MemoryType.HEAP and pool.isCollectionUsageThresholdSupported()
+        )
+    except Exception:  # noqa: BLE001 - the JVM may be too short of memory to answer
+        return False
+    seen, _HEAP_FULL_SEEN[0] = _HEAP_FULL_SEEN[0], count
+    return count > seen
+
+
 def translate(
     exc: BaseException,
     context: str,
@@ -267,9 +314,11 @@ def translate(
     ):
         return KeyboardInterrupt(f"interrupted during {context}")
     trace = java_trace(exc)
-    if any(n == "java.lang.OutOfMemoryError" for n in names):
+    if heap_ran_out() or any(n == "java.lang.OutOfMemoryError" for n in names):
+        # With the cause lost (see heap_ran_out), the Java error is kept in the message.
+        detail = " <- ".join(f"{n.rsplit('.', 1)[-1]}: {m}" for n, m in zip(names, (_message(j) or "" for j in chain)))
         return EngineMemoryError(
-            f"the Java heap ran out during {context} ({'; '.join(messages) or 'OutOfMemoryError'}); "
+            f"the Java heap ran out during {context} ({detail}); "
             "raise it with pslbridge.jvm.configure(max_heap='8g') or PSLBRIDGE_HEAP=8g before the JVM starts",
             java_class="java.lang.OutOfMemoryError",
             java_trace=trace,
@@ -346,6 +395,7 @@ def guard(context: str, *, rule: str | None = None, path: str | None = None, lin
                 raise translated from exc
             if isinstance(exc, RuntimeError) and "Fatal error" in str(exc):
                 # JPype could not even build the Java exception: in practice the heap ran out.
+                heap_ran_out()  # this exhaustion is now reported
                 raise EngineMemoryError(
                     f"the JVM failed during {context} ({exc}); this happens when the Java heap is exhausted: "
                     "raise it with pslbridge.jvm.configure(max_heap='8g') or PSLBRIDGE_HEAP=8g",
@@ -427,6 +477,14 @@ def init_psl(threads: int) -> None:
     """
     config = J.Config
     config.setProperty("parallel.numthreads", str(threads), False)
+    watch_heap()  # also loads the heap-watch classes now: after the heap runs out, loading can fail
+    # Walk the error path once: JPype builds a Java method's dispatch cache on its first call, and a cache
+    # whose first call ran out of heap crashes the process later (a segfault in printStackTrace on the
+    # next error after an EngineMemoryError).
+    try:
+        J.Integer.parseInt("not a number")
+    except Exception as exc:  # noqa: BLE001 - the point is to translate it
+        translate(exc, "starting PSL")
     # The default RANDOM re-randomises every random-variable atom on reset, neural ones included.
     config.setProperty("inference.initialvalue", "ATOM", False)
     # netlib's "Failed to load implementation" warnings go through java.util.logging.
@@ -476,6 +534,25 @@ def thread_count() -> int:
         True
     """
     return int(J.Parallel.getNumThreads())
+
+
+def release_workers() -> None:
+    """Shut PSL's worker pool down after a failed parallel task; the next task starts a fresh one.
+
+    A task that fails (e.g. grounding that runs out of heap) skips PSL's own worker clean-up, so the
+    pool's static worker list keeps the half-built ground terms alive and the heap stays full. Once they
+    are collected, a heap exhaustion already reported is forgotten (:func:`heap_ran_out`), so a later,
+    unrelated failure is not blamed on it.
+
+    Example:
+        >>> release_workers()
+        >>> thread_count() >= 1
+        True
+    """
+    with contextlib.suppress(Exception):  # best effort: already failing, the first error matters
+        J.Parallel.close()
+        J.System.gc()
+        heap_ran_out()
 
 
 def max_heap_bytes() -> int:

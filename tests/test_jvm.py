@@ -166,7 +166,10 @@ def test_no_raw_java_output_on_stderr():
 
 def test_heap_too_small_is_a_typed_error_and_the_process_survives():
     """With a 64 MB heap, grounding 1,500 additions runs out of memory. The JVM runs with a GC-overhead
-    limit, so this fails in seconds instead of thrashing; the process then builds and solves a small model."""
+    limit, so this fails in seconds instead of thrashing; PSL's workers are shut down so that the half-built terms
+    they held are freed, and the process then builds and solves a small model.
+    However the heap runs out (the OutOfMemoryError on the main thread, or on a worker thread with the main thread
+    then failing of it with a BootstrapMethodError or "Self-suppression not permitted"), it is the typed error."""
     proc = run_python(
         """
         import numpy as np
@@ -180,11 +183,19 @@ def test_heap_too_small_is_a_typed_error_and_the_process_survives():
             print("typed:", "max_heap" in str(exc))
         with Bridge(add1_spec([(0, 1)])) as bridge:
             print("usable:", bridge.infer({"Neural": np.full((2, 10), 0.1)}).violated_constraints)
+        from pslbridge._java import J, guard
+        try:
+            with guard("reading a number"):
+                J.Integer.parseInt("seven")
+        except Exception as exc:
+            print("later error:", type(exc).__name__, "NumberFormatException" in str(exc))
     """,
         timeout=240,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "typed: True" in proc.stdout and "usable: 0" in proc.stdout
+    # The failed grounding's terms are freed, so a later failure is not blamed on the heap that ran out before.
+    assert "later error: EngineError True" in proc.stdout
 
 
 _SIGNAL_SCRIPT = """

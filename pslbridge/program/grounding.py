@@ -236,6 +236,7 @@ def build(
                 grounded.close()
             except Exception:  # noqa: BLE001 - already failing; the first error matters
                 pass
+        _java.release_workers()  # frees what the failed task's workers still hold before anything else
         registry.release()
         raise
     timings = {"compile": t1 - t0, "ground": t2 - t1, "index": time.perf_counter() - t2}
