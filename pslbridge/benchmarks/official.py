@@ -224,7 +224,8 @@ def run_official(
     """Run the jar's learning loop on ``problem`` in a fresh process tree and time it from PSL's own log.
 
     Returns:
-        ``loop_s`` (learning loop), ``steps`` (PSL runs numsteps + 2), ``step_s`` (median time between
+        ``loop_s`` (learning loop), ``snapshot_s`` (of it, time spent saving snapshots), ``steps`` (PSL
+        runs numsteps + 2), ``step_s`` (median time between
         consecutive learning-mode predictions, one per iteration, after the first), ``mean_step_s``
         (loop over steps, warm-up included), ``server_s`` (median seconds per iteration inside the Python
         deep-model server's handlers; the rest of a step is Java: PSL and the socket), ``total_s`` (whole
@@ -266,6 +267,7 @@ def run_official(
     in_server = sorted(b - a for a, b in zip(server[1:], server[2:]))
     return {
         "loop_s": loop,
+        "snapshot_s": float(lines[-1].split()[2]) if lines and len(lines[-1].split()) > 2 else 0.0,
         "steps": steps + 2,
         "step_s": gaps[len(gaps) // 2] if gaps else loop / (steps + 2),
         "mean_step_s": loop / (steps + 2),

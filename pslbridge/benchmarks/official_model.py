@@ -139,28 +139,30 @@ class OfficialKerasModel(_DeepModel):  # type: ignore[misc,valid-type]
         return {}
 
     def _stamp(self) -> None:
-        """Append ``<time> <server seconds so far>`` to ``timing-path`` (once per learning iteration).
+        """Append ``<time> <server seconds so far> <snapshot-saving seconds so far>`` to ``timing-path``.
 
-        With ``snapshot-dir`` and ``snapshot-every`` it also saves the network's weights every that many
-        iterations (``iteration-<k>.npz``, with ``seconds``: learning time since the first iteration, the
-        time spent saving snapshots left out).
+        Called once per learning iteration. With ``snapshot-dir`` and ``snapshot-every`` it also saves the
+        network's weights every that many iterations (``iteration-<k>.npz``, with ``seconds``: learning time
+        since the first iteration, the time spent saving snapshots left out).
         """
         now = time.perf_counter()
-        path = self._options.get("timing-path")
-        if path:
-            with open(path, "a") as handle:
-                handle.write(f"{now} {self._server_s}\n")
         folder, every = self._options.get("snapshot-dir"), int(self._options.get("snapshot-every", 0))
+        saving = getattr(self, "_saving", 0.0)
         if folder and every:
             count = getattr(self, "_iterations", 0)
             self._iterations = count + 1
             if count == 0:
-                self._first, self._saving = now, 0.0
+                self._first, saving = now, 0.0
             if count % every == 0:
                 weights = self._network.get_weights()
-                seconds = now - self._first - self._saving
+                seconds = now - self._first - saving
                 np.savez(Path(folder) / f"iteration-{count:06d}.npz", *weights, seconds=np.float64(seconds))
-                self._saving += time.perf_counter() - now
+                saving += time.perf_counter() - now
+            self._saving = saving
+        path = self._options.get("timing-path")
+        if path:
+            with open(path, "a") as handle:
+                handle.write(f"{now} {self._server_s} {saving}\n")
 
     def fit_predicate(self, options: dict[str, Any] | None = None) -> dict:
         """The pslpython handler, timed (reading gradients, assembling the data, fitting)."""
