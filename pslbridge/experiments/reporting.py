@@ -20,17 +20,29 @@ __all__ = ["append_csv", "mean_std", "read_groups"]
 def append_csv(path: Path, row: dict[str, Any], fields: Sequence[str]) -> None:
     """Append one row (header on first write); keys not in ``fields`` are left out.
 
+    Columns follow the file's header, so rows with different keys stay aligned: a field the header lacks is
+    added as a new column (earlier rows left empty there), a header column the row lacks stays empty.
+
     Example:
         >>> import tempfile; p = Path(tempfile.mkdtemp()) / "r.csv"
         >>> append_csv(p, {"a": 1, "b": 2}, ["a"]); p.read_text().split()
         ['a', '1']
+        >>> append_csv(p, {"b": 3}, ["b"]); p.read_text().split()
+        ['a,b', '1,', ',3']
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    new = not path.is_file()
-    with open(path, "a", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(fields), extrasaction="ignore")
-        if new:
+    header: list[str] = []
+    rows: list[dict[str, str]] = []
+    if path.is_file():
+        with open(path, newline="") as handle:
+            reader = csv.DictReader(handle)
+            header, rows = list(reader.fieldnames or []), list(reader)
+    added = [f for f in fields if f not in header]
+    with open(path, "w" if added else "a", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=header + added, extrasaction="ignore")
+        if added:
             writer.writeheader()
+            writer.writerows(rows)
         writer.writerow(row)
 
 
