@@ -314,21 +314,23 @@ def translate(
     ):
         return KeyboardInterrupt(f"interrupted during {context}")
     trace = java_trace(exc)
-    if heap_ran_out() or any(n == "java.lang.OutOfMemoryError" for n in names):
-        # With the cause lost (see heap_ran_out), the Java error is kept in the message.
-        detail = " <- ".join(f"{n.rsplit('.', 1)[-1]}: {m}" for n, m in zip(names, (_message(j) or "" for j in chain)))
+    detail = " <- ".join(f"{n.rsplit('.', 1)[-1]}: {m}" for n, m in zip(names, (_message(j) or "" for j in chain)))
+    out_of_memory = any(n == "java.lang.OutOfMemoryError" for n in names)
+    if not out_of_memory:
+        for jexc, name in zip(chain, names):
+            if name.endswith("PersistedAtomManagementException"):
+                return _grounding_error(_message(jexc) or "", path)
+        if rule is not None:
+            return _rule_error(chain, names, messages, rule, path, line, parser_message or "")
+    # A model or rule error above is the model's fault whatever the heap did; any other failure right after the
+    # heap filled up is blamed on the heap (its cause may have been lost, see heap_ran_out), its Java error kept.
+    if heap_ran_out() or out_of_memory:
         return EngineMemoryError(
             f"the Java heap ran out during {context} ({detail}); "
             "raise it with pslbridge.jvm.configure(max_heap='8g') or PSLBRIDGE_HEAP=8g before the JVM starts",
             java_class="java.lang.OutOfMemoryError",
             java_trace=trace,
         )
-    for jexc, name in zip(chain, names):
-        if name.endswith("PersistedAtomManagementException"):
-            return _grounding_error(_message(jexc) or "", path)
-    if rule is not None:
-        return _rule_error(chain, names, messages, rule, path, line, parser_message or "")
-    detail = " <- ".join(f"{n.rsplit('.', 1)[-1]}: {m}" for n, m in zip(names, (_message(j) or "" for j in chain)))
     return EngineError(f"PSL failed during {context}: {detail}", java_class=names[0], java_trace=trace)
 
 
