@@ -61,23 +61,15 @@ def goals(out: Path) -> list[tuple[str, str, str]]:
     resident = _rows(out / "resident.csv")
     if resident:
         ratios = [(_f(r, "ratio_runtime_over_infer"), r["additions"]) for r in resident]
+        holds = min(ratio for ratio, _ in ratios) >= 5.0
         found.append(
-            (
-                "Repeated inference ≥ 5x faster than runtime.run",
-                "holds" if min(ratios)[0] >= 5.0 else "missed",
-                ", ".join(f"{ratio:.1f}x at {n} additions" for ratio, n in ratios),
-            )
+            _ratio_goal("Repeated inference ≥ 5x faster than runtime.run", holds, ratios, "{:.1f}x at {} additions")
         )
     build = _rows(out / "build.csv")
     if build:
         ratios = [(_f(r, "ratio"), r["problem"]) for r in build]
-        found.append(
-            (
-                "Build (load + ground) ≤ 1.2x the jar's CLI",
-                "holds" if max(ratios)[0] <= 1.2 else "missed",
-                ", ".join(f"{ratio:.2f}x on {problem}" for ratio, problem in ratios),
-            )
-        )
+        holds = max(ratio for ratio, _ in ratios) <= 1.2
+        found.append(_ratio_goal("Build (load + ground) ≤ 1.2x the jar's CLI", holds, ratios, "{:.2f}x on {}"))
     accuracy = _rows(out / "accuracy.csv")
     if accuracy:
         diffs = [_f(r, "pslbridge_digit_acc") - _f(r, "official_digit_acc") for r in accuracy]
@@ -98,19 +90,20 @@ def goals(out: Path) -> list[tuple[str, str, str]]:
     return found
 
 
+def _ratio_goal(goal: str, holds: bool, ratios: list[tuple[float, str]], each: str) -> tuple[str, str, str]:
+    """One goal row: its text, "holds"/"missed", and every (ratio, where) pair written with ``each``."""
+    return goal, "holds" if holds else "missed", ", ".join(each.format(ratio, where) for ratio, where in ratios)
+
+
 def _learning_goals(out: Path) -> list[tuple[str, str, str]]:
     """The Keras step against its limit, and time to accuracy against the official loop."""
     found: list[tuple[str, str, str]] = []
     step_limits = [r for r in _rows(out / "steps.csv") if r["official"] == "official" and r.get("step_over_limit")]
     if step_limits:
         ratios = [(_f(r, "step_over_limit"), r["problem"]) for r in step_limits]
-        found.append(
-            (
-                "Step ≤ 1.05x its limit (network forward+backward alone + PSL learn_step alone)",
-                "holds" if max(ratios)[0] <= 1.05 else "missed",
-                ", ".join(f"{ratio:.2f}x on {problem}" for ratio, problem in ratios),
-            )
-        )
+        holds = max(ratio for ratio, _ in ratios) <= 1.05
+        goal = "Step ≤ 1.05x its limit (network forward+backward alone + PSL learn_step alone)"
+        found.append(_ratio_goal(goal, holds, ratios, "{:.2f}x on {}"))
     curve = _rows(out / "accuracy-curve-summary.csv")
     if curve:
         reach = [_f(r, "reach_ratio") for r in curve]
