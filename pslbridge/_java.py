@@ -95,6 +95,8 @@ _CLASSES = {
     "ManagementFactory": "java.lang.management.ManagementFactory",
     "MemoryType": "java.lang.management.MemoryType",
     "LifeCycleState": "org.apache.logging.log4j.core.LifeCycle$State",
+    "TimeUnit": "java.util.concurrent.TimeUnit",
+    "Executors": "java.util.concurrent.Executors",
 }
 
 #: Reasoner names accepted by :class:`pslbridge.Bridge` and the inference application each one uses.
@@ -147,7 +149,9 @@ def _java_chain(exc: BaseException) -> list[Any]:
         chain.append(current)
         try:
             current = current.getCause()
-        except Exception:  # noqa: BLE001 - not a Java throwable
+        except Exception as failure:  # noqa: BLE001 - not a Java throwable, or no heap left to answer
+            if _is_out_of_memory(failure):
+                chain.append(failure)  # the walk ran out of heap: as good as the lost cause
             break
     return chain
 
@@ -232,6 +236,8 @@ def _grounding_error(text: str, path: str | None) -> ModelFileError:
 #: How many times a heap pool was found still full after a garbage collection, as last seen by
 #: :func:`heap_ran_out` (each exhaustion is reported once).
 _HEAP_FULL_SEEN = [0]
+#: The heap pools whose collection usage :func:`watch_heap` watches.
+_HEAP_POOLS: list[Any] = []
 #: A heap pool still this full after a collection has, for practical purposes, run out.
 HEAP_FULL_FRACTION = 0.97
 
@@ -242,11 +248,14 @@ def watch_heap() -> None:
     Example:
         >>> watch_heap()
     """
+    pools = []
     for pool in J.ManagementFactory.getMemoryPoolMXBeans():
         if pool.getType() == J.MemoryType.HEAP and pool.isCollectionUsageThresholdSupported():
             limit = pool.getUsage().getMax()
             if limit > 0:
                 pool.setCollectionUsageThreshold(int(HEAP_FULL_FRACTION * limit))
+                pools.append(pool)
+    _HEAP_POOLS[:] = pools  # kept: asking for the pools again allocates, which fails once the heap is full
     heap_ran_out()
 
 
@@ -256,22 +265,24 @@ def heap_ran_out() -> bool:
     When the heap runs out on a PSL worker thread, the main thread often fails next with an error whose
     ``OutOfMemoryError`` cause was lost (a ``BootstrapMethodError``, a ``NoClassDefFoundError``,
     "Self-suppression not permitted"); this tells those apart from real faults. Each exhaustion answers
-    True once, so a later, unrelated failure is not blamed on it.
+    True once, so a later, unrelated failure is not blamed on it. If the question itself runs out of heap,
+    the answer is True (and the exhaustion is counted at the next call that gets an answer).
 
     Example:
         >>> heap_ran_out()
         False
     """
     try:
-        count = sum(
-            int(pool.getCollectionUsageThresholdCount())
-            for pool in J.ManagementFactory.getMemoryPoolMXBeans()
-            if pool.getType() == J.MemoryType.HEAP and pool.isCollectionUsageThresholdSupported()
-        )
-    except Exception:  # noqa: BLE001 - the JVM may be too short of memory to answer
-        return False
+        count = sum(int(pool.getCollectionUsageThresholdCount()) for pool in _HEAP_POOLS)
+    except Exception as exc:  # noqa: BLE001 - the JVM may be too short of memory to answer
+        return _is_out_of_memory(exc)
     seen, _HEAP_FULL_SEEN[0] = _HEAP_FULL_SEEN[0], count
     return count > seen
+
+
+def _is_out_of_memory(exc: BaseException) -> bool:
+    """True for a Java ``OutOfMemoryError`` (told by its Python type: asking Java may fail for want of heap)."""
+    return type(exc).__name__.endswith("java.lang.OutOfMemoryError")
 
 
 def translate(
@@ -480,6 +491,7 @@ def init_psl(threads: int) -> None:
     config = J.Config
     config.setProperty("parallel.numthreads", str(threads), False)
     watch_heap()  # also loads the heap-watch classes now: after the heap runs out, loading can fail
+    _prepare_recovery()
     # Walk the error path once: JPype builds a Java method's dispatch cache on its first call, and a cache
     # whose first call ran out of heap crashes the process later (a segfault in printStackTrace on the
     # next error after an EngineMemoryError).
@@ -538,23 +550,65 @@ def thread_count() -> int:
     return int(J.Parallel.getNumThreads())
 
 
-def release_workers() -> None:
-    """Shut PSL's worker pool down after a failed parallel task; the next task starts a fresh one.
+def release_workers(timeout_s: float = 30.0) -> None:
+    """Shut PSL's worker pool down after a failed parallel task and wait until what it held is freed.
 
     A task that fails (e.g. grounding that runs out of heap) skips PSL's own worker clean-up, so the
-    pool's static worker list keeps the half-built ground terms alive and the heap stays full. Once they
-    are collected, a heap exhaustion already reported is forgotten (:func:`heap_ran_out`), so a later,
-    unrelated failure is not blamed on it.
+    pool's static worker list keeps the half-built ground terms alive, and workers still running go on
+    filling the heap. This shuts the pool down and waits (up to ``timeout_s``) until its threads have
+    ended; while the heap is still full each step may itself fail, so it is retried. The next parallel
+    task starts a fresh pool. Afterwards a heap exhaustion already reported is forgotten
+    (:func:`heap_ran_out`), so a later, unrelated failure is not blamed on it.
+
+    Args:
+        timeout_s: How long to keep trying before giving up (the caller is already failing).
 
     Example:
         >>> release_workers()
         >>> thread_count() >= 1
         True
     """
-    with contextlib.suppress(Exception):  # best effort: already failing, the first error matters
-        J.Parallel.close()
-        J.System.gc()
-        heap_ran_out()
+    deadline = time.monotonic() + timeout_s
+    pool = None
+    while True:
+        try:
+            # Taken before close(), which forgets the pool once it has waited for it (at most 10 s).
+            field = _RECOVERY.get("pool")
+            pool = pool if pool is not None or field is None else field.get(None)
+            J.Parallel.close()
+            # A worker thread killed by the exhaustion may never be counted out of the pool, so "no worker is
+            # running a task" (their task locks are released in a finally block) is as good as terminated.
+            if pool is not None and not (
+                pool.awaitTermination(200, J.TimeUnit.MILLISECONDS) or pool.getActiveCount() == 0
+            ):
+                raise TimeoutError("PSL's workers are still running")
+            J.System.gc()
+            break
+        except Exception:  # noqa: BLE001 - while the heap is full any step can fail; try again
+            if time.monotonic() > deadline:
+                log.warning("PSL's worker pool did not stop within %.0f s of a failed task", timeout_s)
+                break
+            time.sleep(0.1)
+    heap_ran_out()
+
+
+def _prepare_recovery() -> None:
+    """Make the failure paths' Java calls ready while the heap has room (called when PSL starts).
+
+    Reflection builds accessor classes on first use, which fails while the heap is exhausted; the
+    fields that :func:`release_workers` and :func:`unregister_predicate` read are opened and read once here.
+    """
+    field = J.Parallel.class_.getDeclaredField("pool")
+    field.setAccessible(True)
+    field.get(None)
+    _RECOVERY["pool"] = field
+    # JPype builds a class's Python wrapper when it first meets one of its objects; built while the heap is
+    # exhausted, it lacks methods. PSL's pool is a ThreadPoolExecutor: meet one now, and call what is used.
+    executor = J.Executors.newFixedThreadPool(1)
+    executor.shutdown()
+    executor.awaitTermination(1, J.TimeUnit.SECONDS)
+    executor.getActiveCount()
+    _registry_map()
 
 
 def max_heap_bytes() -> int:
@@ -571,6 +625,8 @@ def max_heap_bytes() -> int:
 
 
 _REGISTRY: list[Any] = []
+#: Reflected fields that the failure paths read, opened when PSL starts (see :func:`_prepare_recovery`).
+_RECOVERY: dict[str, Any] = {}
 
 
 def find_predicate(name: str) -> Any | None:

@@ -149,6 +149,7 @@ def ground(
                 grounded.db, grounded.truth_db = _java.open_databases(datastore, partitions, closed)
                 grounded.app = _java.new_inference(reasoner, rules, grounded.db)
     except BaseException:
+        _java.release_workers()  # first: workers of a failed grounding may still be filling the heap
         try:
             grounded.close()
         except Exception:  # noqa: BLE001 - already failing; the first error matters
