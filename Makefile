@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 JAR := jars/psl-runtime-2.4.0.jar
 STAMP := $(VENV)/.installed
-EXTRAS ?= dev,tf,experiments,bench
+EXTRAS ?= dev,tf,experiments,bench,ray
 PYTEST_ARGS ?=
 
 MNIST := data/cache/mnist/mnist.npz

@@ -39,9 +39,20 @@ from ..learning import WeightOptimizer
 from ..training import set_seed
 from .arguments import positive_int
 from .citation import citation_spec, dense_classifier, normalise_rows
-from .reporting import append_csv, mean_std, read_groups
+from .reporting import append_csv, failed_runs, mean_std, read_groups
+from .sweep import BASE_MEMORY_MB, RayOptions, Run, add_ray_arguments, run_all, run_digest
 
-__all__ = ["PAPER", "CitationSetting", "main", "node_predictions", "run_dataset"]
+__all__ = [
+    "METHODS",
+    "PAPER",
+    "CitationSetting",
+    "main",
+    "node_predictions",
+    "record_rows",
+    "run_dataset",
+    "run_split",
+    "run_split_task",
+]
 
 #: Paper's test accuracy (mean ± std) per data set and method.
 PAPER = {
@@ -283,6 +294,10 @@ def _gcn(graph: Graph, split: Split, seed: int, epochs: int = 1000, patience: in
     }
 
 
+#: The methods ``--methods`` accepts.
+METHODS = ("lp", "lp+fp", "neural", "lp_psl", "gcn")
+
+
 def _jvm_start_seconds() -> float:
     code = (
         "import time; t = time.perf_counter(); from pslbridge import jvm; jvm.start(); print(time.perf_counter() - t)"
@@ -299,35 +314,106 @@ def run_dataset(
     seed: int = 0,
     data_dir: Path | None = None,
     methods: tuple[str, ...] = ("lp", "lp+fp", "neural", "lp_psl", "gcn"),
+    ray: RayOptions | None = None,
 ) -> list[dict[str, Any]]:
-    """Run every method on every split of one data set; append to ``results.csv``."""
-    graph = load_planetoid(name, data_dir)
-    raw = normalise_rows(graph.features)
-    propagated = propagate_features(raw, graph.edges, hops=2)
-    jvm_start = _jvm_start_seconds()
+    """Run every method on every split of one data set; append to ``results.csv``.
+
+    With ``ray`` each split is a Ray task in its own process (see :mod:`pslbridge.experiments.sweep`).
+    """
+    if ray is not None:
+        return _run_on_ray(name, splits, setting, out, seed, data_dir, methods, ray)
+    jvm_start = _jvm_start_seconds() if {"lp", "lp+fp"} & set(methods) else None
     rows = []
     for split_id in range(splits):
-        split = make_split(graph.labels, seed + split_id)
-        results = []
-        if "lp" in methods:
-            set_seed(seed + split_id)
-            results.append(_neupsl("NeuPSL-LP", raw, graph, split, setting, jvm_start))
-        if "lp+fp" in methods:
-            set_seed(seed + split_id)
-            results.append(_neupsl("NeuPSL-LP+FP", propagated, graph, split, setting, jvm_start))
-        if "neural" in methods:
-            set_seed(seed + split_id)
-            results.append(_neural_only(raw, graph, split, setting))
-        if "lp_psl" in methods:
-            results.append(_lp_only(graph, split))
-        if "gcn" in methods:
-            results.append(_gcn(graph, split, seed + split_id))
-        for result in results:
-            row = {"dataset": name, "split": split_id, **asdict(setting), **result}
-            rows.append(row)
-            print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
-            append_csv(out / "results.csv", row, _FIELDS)
+        rows += record_rows(out, run_split(name, split_id, setting, seed, data_dir, methods, jvm_start))
     return rows
+
+
+def run_split(
+    name: str,
+    split_id: int,
+    setting: CitationSetting,
+    seed: int = 0,
+    data_dir: Path | None = None,
+    methods: tuple[str, ...] = METHODS,
+    jvm_start: float | None = None,
+) -> list[dict[str, Any]]:
+    """Every method on one split of one data set: the result rows (not written).
+
+    ``jvm_start``: the JVM's start-up seconds, part of the cold inference time (None: measured here if needed).
+    """
+    graph = load_planetoid(name, data_dir)
+    raw = normalise_rows(graph.features)
+    propagated = propagate_features(raw, graph.edges, hops=2) if "lp+fp" in methods else raw
+    if jvm_start is None and {"lp", "lp+fp"} & set(methods):
+        jvm_start = _jvm_start_seconds()  # the cold-inference time includes it
+    split = make_split(graph.labels, seed + split_id)
+    results = []
+    if "lp" in methods:
+        set_seed(seed + split_id)
+        results.append(_neupsl("NeuPSL-LP", raw, graph, split, setting, jvm_start or 0.0))
+    if "lp+fp" in methods:
+        set_seed(seed + split_id)
+        results.append(_neupsl("NeuPSL-LP+FP", propagated, graph, split, setting, jvm_start or 0.0))
+    if "neural" in methods:
+        set_seed(seed + split_id)
+        results.append(_neural_only(raw, graph, split, setting))
+    if "lp_psl" in methods:
+        results.append(_lp_only(graph, split))
+    if "gcn" in methods:
+        results.append(_gcn(graph, split, seed + split_id))
+    rows = [{"dataset": name, "split": split_id, **asdict(setting), **result} for result in results]
+    return json.loads(json.dumps(rows, default=lambda v: v.item() if isinstance(v, np.generic) else str(v)))
+
+
+def record_rows(out: Path, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Print and append result rows to ``results.csv``."""
+    for row in rows:
+        print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
+        append_csv(out / "results.csv", row, _FIELDS)
+    return rows
+
+
+def _run_on_ray(
+    name: str,
+    splits: int,
+    setting: CitationSetting,
+    out: Path,
+    seed: int,
+    data_dir: Path | None,
+    methods: tuple[str, ...],
+    ray: RayOptions,
+) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+
+    def record(run: Run, result: dict[str, Any]) -> None:
+        if "error" in result:
+            row = {"dataset": name, "split": run.kwargs["split_id"], **asdict(setting), "error": result["error"]}
+            append_csv(out / "results.csv", row, [*_FIELDS, "error"])
+            rows.append(row)
+        else:
+            rows.extend(record_rows(out, result["rows"]))
+
+    kwargs = {"name": name, "setting": asdict(setting), "seed": seed, "data_dir": data_dir and str(data_dir)}
+    runs = [
+        Run(
+            f"{name}-split{split_id}-{run_digest(kwargs, sorted(methods))}",
+            "pslbridge.experiments.citation_runner:run_split_task",
+            {**kwargs, "split_id": split_id, "methods": list(methods)},
+            BASE_MEMORY_MB + 1000,
+        )
+        for split_id in range(splits)
+    ]
+    run_all(runs, out, address=ray.address, workers=ray.workers, on_result=record)
+    return rows
+
+
+def run_split_task(
+    name: str, split_id: int, setting: dict[str, Any], seed: int, data_dir: str | None, methods: list[str]
+) -> dict[str, Any]:
+    """:func:`run_split` as a sweep run: plain arguments in, JSON-serialisable rows out."""
+    folder = None if data_dir is None else Path(data_dir)
+    return {"rows": run_split(name, split_id, CitationSetting(**setting), seed, folder, tuple(methods))}
 
 
 _FIELDS = [
@@ -365,13 +451,10 @@ def write_table(out: Path) -> str:
             f"{paper_text} | {mean_of(group, 'learn_s')} | {mean_of(group, 'infer_warm_s')} | "
             f"{mean_of(group, 'infer_cold_s')} |"
         )
+    lines += failed_runs(out / "results.csv", ["dataset", "split"])
     text = "\n".join(lines) + "\n"
     (out / "results.md").write_text(text)
     return text
-
-
-#: The methods ``--methods`` accepts.
-METHODS = ("lp", "lp+fp", "neural", "lp_psl", "gcn")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -390,9 +473,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, help="folder of the Planetoid files (default: PSLBRIDGE_PLANETOID)")
     parser.add_argument("--seed", type=int, default=0, help="base seed of the splits")
     parser.add_argument("--out", type=Path, default=Path("out/citation"), help="results folder")
+    add_ray_arguments(parser)
     args = parser.parse_args(argv)
+    ray = RayOptions.from_args(args, parser)
     setting = CitationSetting(steps=args.steps)
     for name in args.datasets:
-        run_dataset(name, args.splits, setting, args.out, args.seed, args.data_dir, tuple(args.methods))
+        run_dataset(name, args.splits, setting, args.out, args.seed, args.data_dir, tuple(args.methods), ray)
     print(write_table(args.out))
     return 0

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["append_csv", "mean_std", "read_groups"]
+__all__ = ["append_csv", "failed_runs", "mean_std", "read_groups"]
 
 
 def append_csv(path: Path, row: dict[str, Any], fields: Sequence[str]) -> None:
@@ -47,13 +47,36 @@ def append_csv(path: Path, row: dict[str, Any], fields: Sequence[str]) -> None:
 
 
 def read_groups(path: Path, keys: Sequence[str]) -> dict[tuple[str, ...], list[dict[str, str]]]:
-    """Rows of a results CSV grouped by the values of ``keys``, in sorted key order."""
+    """Rows of a results CSV grouped by the values of ``keys``, in sorted key order (failed runs left out)."""
     with open(path) as handle:
         rows = list(csv.DictReader(handle))
     groups: dict[tuple[str, ...], list[dict[str, str]]] = {}
     for row in rows:
+        if row.get("error"):
+            continue
         groups.setdefault(tuple(row[k] for k in keys), []).append(row)
     return dict(sorted(groups.items()))
+
+
+def failed_runs(path: Path, keys: Sequence[str]) -> list[str]:
+    """Markdown lines listing the failed runs of a results CSV (rows with an ``error``), if any.
+
+    Example:
+        >>> import tempfile; p = Path(tempfile.mkdtemp()) / "r.csv"
+        >>> append_csv(p, {"split": 0, "acc": 80}, ["split", "acc"])
+        >>> failed_runs(p, ["split"])
+        []
+        >>> append_csv(p, {"split": 1, "error": "ModelFileError: bad"}, ["split", "error"])
+        >>> failed_runs(p, ["split"])
+        ['', '## Failed runs', '', '- split 1: ModelFileError: bad']
+    """
+    with open(path) as handle:
+        failed = [row for row in csv.DictReader(handle) if row.get("error")]
+    if not failed:
+        return []
+    return ["", "## Failed runs", ""] + [
+        "- " + " ".join(f"{k} {row[k]}" for k in keys) + f": {row['error']}" for row in failed
+    ]
 
 
 def mean_std(values: Sequence[float]) -> str:

@@ -32,7 +32,8 @@ from ..datasets.mnist import load_mnist
 from ..training import set_seed
 from .arguments import non_negative_int, positive_int
 from .mnist_add import lenet, lenet_layers, prepare_images
-from .reporting import append_csv, mean_std, read_groups
+from .reporting import append_csv, failed_runs, mean_std, read_groups
+from .sweep import RayOptions, Run, add_ray_arguments, run_all, run_digest
 from .visual_sudoku import (
     Puzzles,
     distinguish_accuracy,
@@ -43,7 +44,7 @@ from .visual_sudoku import (
     threshold_accuracy,
 )
 
-__all__ = ["SudokuSetting", "main", "run_split"]
+__all__ = ["SudokuSetting", "main", "record_rows", "run_split", "run_split_task", "split_rows"]
 
 
 @dataclass
@@ -167,6 +168,11 @@ def _baseline(
 
 def run_split(setting: SudokuSetting, split: int, seed: int, out: Path, baselines: bool = True) -> list[dict]:
     """One split: data, NeuPSL, baselines; rows appended to ``results.csv``."""
+    return record_rows(out, split_rows(setting, split, seed, baselines))
+
+
+def split_rows(setting: SudokuSetting, split: int, seed: int, baselines: bool = True) -> list[dict[str, Any]]:
+    """One split's result rows (NeuPSL, then the baselines), not written."""
     mnist = load_mnist()
     set_seed(seed + split)
     rng = np.random.default_rng(seed + 1000 * split)
@@ -176,12 +182,43 @@ def run_split(setting: SudokuSetting, split: int, seed: int, out: Path, baseline
     results = [_neupsl(setting, train, val, test, mnist)]
     if baselines:
         results += [_baseline(kind, setting, train, val, test, mnist) for kind in ("visual", "digit")]
-    rows = []
-    for result in results:
-        row = {"setting": setting.name, "split": split, **asdict(setting), **result}
-        append_csv(out / "results.csv", row, _FIELDS)
+    rows = [{"setting": setting.name, "split": split, **asdict(setting), **result} for result in results]
+    return json.loads(json.dumps(rows, default=lambda v: v.item() if isinstance(v, np.generic) else str(v)))
+
+
+def run_split_task(setting: dict[str, Any], split: int, seed: int, baselines: bool) -> dict[str, Any]:
+    """:func:`split_rows` as a sweep run: plain arguments in, JSON-serialisable rows out."""
+    return {"rows": split_rows(SudokuSetting(**setting), split, seed, baselines)}
+
+
+def record_rows(out: Path, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Print and append result rows (a failed run's row carries ``error``) to ``results.csv``."""
+    for row in rows:
+        append_csv(out / "results.csv", row, [*_FIELDS, "error"] if "error" in row else _FIELDS)
         print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
-        rows.append(row)
+    return rows
+
+
+def _run_on_ray(
+    setting: SudokuSetting, splits: int, seed: int, out: Path, baselines: bool, ray: RayOptions
+) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+
+    def record(run: Run, result: dict[str, Any]) -> None:
+        failed = {"setting": setting.name, "split": run.kwargs["split"], **asdict(setting), "error": ""}
+        failed["error"] = result.get("error", "")
+        rows.extend(record_rows(out, [failed] if "error" in result else result["rows"]))
+
+    arguments = {"setting": asdict(setting), "seed": seed, "baselines": baselines}
+    runs = [
+        Run(
+            f"{setting.name}-split{split}-{run_digest(arguments)}",
+            "pslbridge.experiments.visual_sudoku_runner:run_split_task",
+            {**arguments, "split": split},
+        )
+        for split in range(splits)
+    ]
+    run_all(runs, out, address=ray.address, workers=ray.workers, on_result=record)
     return rows
 
 
@@ -216,6 +253,7 @@ def write_table(out: Path) -> str:
             f"{mean_std(values['distinguish_acc'])} | {np.nanmean(values['learn_s']):.1f} | "
             f"{np.nanmean(values['infer_s']):.3f} |"
         )
+    lines += failed_runs(out / "results.csv", ["setting", "split"])
     text = "\n".join(lines) + "\n"
     (out / "results.md").write_text(text)
     return text
@@ -236,9 +274,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-baselines", action="store_true", help="skip the CNN and MLP baselines")
     parser.add_argument("--seed", type=int, default=0, help="base seed of the splits")
     parser.add_argument("--out", type=Path, default=Path("out/visual-sudoku"), help="results folder")
+    add_ray_arguments(parser)
     args = parser.parse_args(argv)
+    ray = RayOptions.from_args(args, parser)
     setting = SudokuSetting(puzzles=args.puzzles, unique=args.unique, resampled=args.resampled, epochs=args.epochs)
-    for split in range(args.splits):
-        run_split(setting, split, args.seed, args.out, baselines=not args.no_baselines)
+    if ray is not None:
+        _run_on_ray(setting, args.splits, args.seed, args.out, not args.no_baselines, ray)
+    else:
+        for split in range(args.splits):
+            run_split(setting, split, args.seed, args.out, baselines=not args.no_baselines)
     print(write_table(args.out))
     return 0

@@ -1,0 +1,288 @@
+"""Experiment runs as Ray tasks: one process (one JVM, one TensorFlow) per run, retried if the process dies.
+
+A *run* is one split of one setting: a function of the experiment runners (``"module:function"``) with its
+keyword arguments. :func:`run_all` executes runs on a local Ray instance (started for you) or an existing
+cluster (``address``). Each task declares its resources (one CPU, a memory estimate) so Ray does not
+oversubscribe a machine, and runs in a worker process that exits after it (``max_calls=1``): PSL keeps
+static state and a process holds one JVM, so runs never share a process. A worker killed mid-run (``kill -9``,
+the kernel's out-of-memory killer, a lost node) is retried by Ray; a run that *raises* (a model, data or
+option error) is not retried: its error comes back as the run's result, and the runners report it in
+``results.md``. Each finished run is stored as ``<out>/runs/<key>.json``; a sweep restarted with the same
+``out`` skips the runs stored there.
+
+The process that drives a sweep must not have started the JVM (Ray's driver installs crash-signal handlers
+over the JVM's; a JVM started *after* Ray, as in each run's worker, is fine): :func:`run_all` refuses then.
+Ray is optional (``pip install 'pslbridge[ray]'``): the sequential runners work without it, and asking for
+Ray without it installed is a :class:`~pslbridge.errors.ConfigurationError`.
+
+Example:
+    >>> import tempfile
+    >>> out = Path(tempfile.mkdtemp())
+    >>> runs = [Run(f"double-{i}", "pslbridge.experiments.sweep:example_run", {"x": i}) for i in range(2)]
+    >>> _ = (out / "runs").mkdir(), (out / "runs" / "double-1.json").write_text('{"value": 2}')
+    >>> run_all(runs[1:], out)  # stored: not run again (Ray is not even started)
+    {'double-1': {'value': 2}}
+
+    ``run_all(runs, out, workers=2)`` runs ``double-0`` as a Ray task (see ``tests/test_sweep.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib
+import json
+import os
+import re
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import jvm
+from ..errors import ConfigurationError
+
+__all__ = ["RayOptions", "Run", "add_ray_arguments", "example_run", "require_ray", "run_all", "run_digest"]
+
+#: Memory (MB) a run's process needs before its program: Python, TensorFlow, the JVM and its heap.
+BASE_MEMORY_MB = 1500
+
+
+@dataclass(frozen=True)
+class Run:
+    """One independent run: ``fn`` (``"module:function"``) called with ``kwargs`` in a fresh process.
+
+    Attributes:
+        key: Unique, file-name-safe id (the stored result is ``runs/<key>.json``).
+        fn: The function to call, as ``"package.module:function"``; it returns a JSON-serialisable dict.
+        kwargs: Its keyword arguments (plain values: they travel to the worker).
+        memory_mb: Memory the run needs, declared to Ray so a machine is not oversubscribed.
+
+    Example:
+        >>> Run("add1-300-split0", "pslbridge.experiments.mnist_add_runner:run_split_json", {}).memory_mb
+        1500
+        >>> Run("a b", "m:f", {})
+        Traceback (most recent call last):
+        ...
+        ValueError: run key 'a b' must be letters, digits, '.', '_', '+' or '-'
+    """
+
+    key: str
+    fn: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    memory_mb: int = BASE_MEMORY_MB
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"[A-Za-z0-9._+-]+", self.key):
+            raise ValueError(f"run key {self.key!r} must be letters, digits, '.', '_', '+' or '-'")
+
+
+@dataclass(frozen=True)
+class RayOptions:
+    """Where a runner's runs go: an existing cluster's ``address``, or a local instance with ``workers`` CPUs.
+
+    Example:
+        >>> parser = argparse.ArgumentParser(); add_ray_arguments(parser)
+        >>> RayOptions.from_args(parser.parse_args(["--ray", "--workers", "2"]))
+        RayOptions(address=None, workers=2)
+        >>> RayOptions.from_args(parser.parse_args([])) is None
+        True
+    """
+
+    address: str | None = None
+    workers: int | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, parser: argparse.ArgumentParser | None = None) -> RayOptions | None:
+        """The options ``add_ray_arguments`` parsed, or None for the sequential path.
+
+        Ray is imported here, before any work: without it, ``parser`` exits with a usage error (status 2)
+        saying how to install it (without a parser: :class:`~pslbridge.errors.ConfigurationError`).
+        """
+        if not (args.ray or args.ray_address):
+            if args.workers is not None and parser is not None:
+                parser.error("--workers applies to --ray runs only")
+            return None
+        try:
+            require_ray()
+        except ConfigurationError as exc:
+            if parser is None:
+                raise
+            parser.error(str(exc))
+        if args.workers is not None and (args.workers < 1 or args.ray_address):
+            message = "--workers must be at least 1" if args.workers < 1 else "--workers is for a local Ray instance"
+            if parser is None:
+                raise ConfigurationError(message)
+            parser.error(message)
+        return cls(address=args.ray_address, workers=args.workers)
+
+
+def add_ray_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--ray``, ``--ray-address`` and ``--workers`` to a runner's parser."""
+    parser.add_argument("--ray", action="store_true", help="run each split as a Ray task (local instance)")
+    parser.add_argument("--ray-address", metavar="ADDR", help="run on an existing Ray cluster (implies --ray)")
+    parser.add_argument(
+        "--workers", type=int, help="local Ray instance: concurrent runs (default: this machine's CPUs)"
+    )
+
+
+def run_digest(*parts: Any) -> str:
+    """A short digest of a run's arguments, so stored runs of different settings never collide.
+
+    Example:
+        >>> run_digest({"epochs": 5}, 0) == run_digest({"epochs": 5}, 0) != run_digest({"epochs": 6}, 0)
+        True
+    """
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:10]
+
+
+def example_run(x: int, sleep_s: float = 0.0) -> dict[str, Any]:
+    """A trivial run (doubles ``x`` after ``sleep_s`` seconds), for examples and tests.
+
+    Example:
+        >>> example_run(3)["value"]
+        6
+    """
+    time.sleep(sleep_s)
+    return {"value": 2 * x, "pid": os.getpid()}
+
+
+def require_ray() -> Any:
+    """Import Ray, or raise a :class:`~pslbridge.errors.ConfigurationError` saying how to install it.
+
+    Example:
+        >>> require_ray().__name__
+        'ray'
+    """
+    try:
+        import ray
+    except ImportError as exc:
+        raise ConfigurationError(
+            "--ray needs Ray: pip install 'pslbridge[ray]' (the runners work without it, one run after another)"
+        ) from exc
+    return ray
+
+
+def execute(fn: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Call ``fn`` here; an exception becomes ``{"error": ...}`` (a run that raises is not retried).
+
+    Example:
+        >>> execute("pslbridge.experiments.sweep:example_run", {"x": 1})["value"]
+        2
+        >>> execute("pslbridge.experiments.sweep:example_run", {"y": 1})["error"]
+        "TypeError: example_run() got an unexpected keyword argument 'y'"
+    """
+    module, _, name = fn.partition(":")
+    try:
+        return getattr(importlib.import_module(module), name)(**kwargs)
+    except Exception as exc:  # noqa: BLE001 - reported as the run's result, with its trace
+        return {"error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc(limit=8)}
+
+
+def run_all(
+    runs: Sequence[Run],
+    out: Path,
+    *,
+    address: str | None = None,
+    workers: int | None = None,
+    retries: int = 3,
+    on_result: Callable[[Run, dict[str, Any]], None] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Run every run not stored under ``out/runs`` as a Ray task; return all results by key.
+
+    Args:
+        runs: The runs (keys unique).
+        out: Results folder; finished runs are stored in ``out/runs/<key>.json`` as they finish.
+        address: An existing Ray cluster (``ray.init(address=...)``); None starts a local instance.
+        workers: Local instance only: CPUs (= concurrent runs) to give Ray; None: all of this machine's.
+        retries: How often Ray re-runs a run whose process died.
+        on_result: Called in this process with each newly finished run and its result (e.g. to write rows).
+
+    Returns:
+        ``{key: result}``; a failed run's result has an ``"error"`` entry.
+
+    Raises:
+        ConfigurationError: Ray is missing, keys repeat, a run needs more memory than the cluster has, or this
+            process has started the JVM (with runs left to do).
+    """
+    keys = [r.key for r in runs]
+    if len(set(keys)) != len(keys):
+        raise ConfigurationError(f"run keys repeat: {sorted(k for k in set(keys) if keys.count(k) > 1)}")
+    store = Path(out) / "runs"
+    results = {r.key: json.loads((store / f"{r.key}.json").read_text()) for r in runs if _stored(store, r)}
+    todo = [r for r in runs if r.key not in results]
+    if not todo:
+        return results
+    ray = require_ray()
+    if jvm.is_started():
+        raise ConfigurationError(
+            "this process already runs the JVM, and a Ray driver started after it breaks it (Ray installs crash "
+            "signal handlers over the JVM's, and the next Java call crashes the process): drive the sweep from a "
+            "process that has not started PSL (the runs themselves each get their own process and JVM)"
+        )
+    started = not ray.is_initialized()
+    if started:
+        _start(ray, address, workers)
+    try:
+        _check_memory(ray, todo)
+        task = ray.remote(num_cpus=1, max_calls=1, max_retries=retries, retry_exceptions=False)(execute)
+        pending = {
+            task.options(memory=r.memory_mb * 2**20, name=f"pslbridge:{r.key}").remote(r.fn, r.kwargs): r for r in todo
+        }
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1)
+            run = pending.pop(done[0])
+            result = _get(ray, done[0])
+            store.mkdir(parents=True, exist_ok=True)
+            if on_result is not None:
+                on_result(run, result)
+            (store / f"{run.key}.json").write_text(json.dumps(result))
+            results[run.key] = result
+    finally:
+        if started:
+            ray.shutdown()
+    return results
+
+
+def _stored(store: Path, run: Run) -> bool:
+    path = store / f"{run.key}.json"
+    if not path.is_file():
+        return False
+    try:
+        json.loads(path.read_text())
+    except ValueError:
+        return False  # a half-written result: run again
+    return True
+
+
+def _start(ray: Any, address: str | None, workers: int | None) -> None:
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    if address is not None:
+        ray.init(address=address, log_to_driver=False)
+        return
+    ray.init(
+        num_cpus=workers or os.cpu_count() or 1,
+        include_dashboard=False,
+        log_to_driver=False,
+        _node_ip_address="127.0.0.1",  # loopback only: nothing listens beyond this machine
+    )
+
+
+def _check_memory(ray: Any, runs: Sequence[Run]) -> None:
+    available_mb = ray.cluster_resources().get("memory", 0) / 2**20
+    too_big = [r.key for r in runs if r.memory_mb > available_mb]
+    if too_big:
+        raise ConfigurationError(
+            f"runs {too_big} need more memory than the Ray cluster offers ({available_mb:.0f} MB): "
+            "they would never be scheduled; add memory or run them without --ray"
+        )
+
+
+def _get(ray: Any, ref: Any) -> dict[str, Any]:
+    """A task's result; a task whose process died more often than its retries allow is an error result."""
+    try:
+        return ray.get(ref)
+    except Exception as exc:  # noqa: BLE001 - e.g. WorkerCrashedError after the last retry
+        return {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}

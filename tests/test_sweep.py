@@ -1,0 +1,124 @@
+"""Experiment runs on Ray: one process per run, same results as the sequential runners, killed workers retried,
+failed runs reported (not retried), finished runs not recomputed, and a clear error without Ray."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+
+import pytest
+
+from pslbridge.datasets.planetoid import default_dir
+from pslbridge.errors import ConfigurationError
+from pslbridge.experiments import citation_runner, mnist_add_runner
+from pslbridge.experiments.mnist_add_runner import Setting
+from pslbridge.experiments.sweep import Run, run_all
+
+from conftest import REPO, run_python
+
+TINY = Setting(digits=1, additions=20, test_additions=50, val_additions=20, epochs=2, steps_per_epoch=5)
+
+
+def _kill_first_task(prefix: str, proc: subprocess.Popen) -> int | None:
+    """kill -9 the first Ray worker seen running a task whose name starts with ``prefix``; its pid."""
+    while proc.poll() is None:
+        ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+        for line in ps.splitlines()[1:]:
+            pid, _, args = line.strip().partition(" ")
+            if args.startswith(f"ray::{prefix}"):
+                time.sleep(3)  # well inside the run: TensorFlow and the JVM are up
+                os.kill(int(pid), signal.SIGKILL)
+                return int(pid)
+        time.sleep(0.2)
+    return None
+
+
+_SWEEP = """
+import json, sys
+from pathlib import Path
+from pslbridge.experiments.sweep import Run, run_all
+runs = [Run(**r) for r in json.loads(sys.argv[1])]
+seen = []
+results = run_all(runs, Path(sys.argv[2]), workers=2, retries=2, on_result=lambda run, _: seen.append(run.key))
+print(json.dumps({"seen": seen, "results": results}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (default_dir() / "SHA256SUMS").is_file(), reason="Planetoid files not found")
+def test_ray_sweep_matches_the_sequential_runs_and_survives_a_killed_worker(tmp_path, jvm_started):
+    """A local Ray instance with 2 workers (loopback only) runs 2 tiny MNIST-Add1 splits, a citation split and a
+    run that fails. One MNIST worker is killed with SIGKILL mid-run: Ray retries it and the sweep completes. The
+    results equal the same runs done one after another in this process; the failing run comes back as an error
+    (not retried), and a restarted sweep recomputes nothing. The sweep is driven from a fresh process: this one
+    runs the JVM, and a Ray driver started after the JVM breaks it (run_all refuses, see the last check)."""
+    mnist_runs = [
+        Run(
+            f"add1-split{k}",
+            "pslbridge.experiments.mnist_add_runner:run_split_task",
+            {"setting": asdict(TINY), "split": k, "seed": 3, "baseline": False},
+        )
+        for k in (0, 1)
+    ]
+    cora = {"name": "cora", "setting": asdict(citation_runner.CitationSetting()), "seed": 0, "data_dir": None}
+    task = "pslbridge.experiments.citation_runner:run_split_task"
+    cora_run = Run("cora-split0", task, {**cora, "split_id": 0, "methods": ["lp_psl"]})
+    bad = Run("bad", task, {**cora, "name": "pubmed", "split_id": 0, "methods": ["lp_psl"]})
+    runs = [*mnist_runs, cora_run, bad]
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    argv = [sys.executable, "-c", _SWEEP, json.dumps([asdict(r) for r in runs]), str(tmp_path)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+    killed = _kill_first_task("pslbridge:add1-split0", proc)
+    stdout, stderr = proc.communicate(timeout=600)
+    assert proc.returncode == 0, stderr[-3000:]
+    assert killed is not None, "no MNIST worker was seen running, so none was killed"
+    report = json.loads(stdout.strip().splitlines()[-1])
+    results = report["results"]
+    assert sorted(report["seen"]) == sorted(r.key for r in runs)  # each once: the killed one after its retry
+    assert "pubmed" in results["bad"]["error"] and "DataError" in results["bad"]["error"]
+
+    # The same runs one after another in this process.
+    for k, run in zip((0, 1), mnist_runs):
+        sequential = mnist_add_runner.run_split(TINY, k, 3, baseline=False)[0]
+        remote = results[run.key]["outcomes"][0]
+        for key in ("sum_acc", "digit_acc", "val_score", "best_epoch"):
+            assert remote[key] == pytest.approx(sequential[key], abs=2.0), (k, key)
+        assert remote["history"]["energy"] == pytest.approx(sequential["history"]["energy"], rel=1e-3)
+    sequential_cora = citation_runner.run_split("cora", 0, citation_runner.CitationSetting(), 0, None, ("lp_psl",))
+    assert results[cora_run.key]["rows"][0]["test_acc"] == pytest.approx(sequential_cora[0]["test_acc"], abs=1e-9)
+
+    # Restarted here: everything is stored, nothing runs (Ray is not started, so the JVM here is no obstacle).
+    again = run_all(runs, tmp_path, workers=2, on_result=lambda run, _: pytest.fail(f"{run.key} recomputed"))
+    assert again[cora_run.key] == json.loads((tmp_path / "runs" / "cora-split0.json").read_text())
+    assert again[cora_run.key] == results[cora_run.key]
+    # With a run left to do, this process (it runs the JVM) may not drive Ray.
+    (tmp_path / "runs" / "bad.json").unlink()
+    with pytest.raises(ConfigurationError, match="already runs the JVM"):
+        run_all(runs, tmp_path, workers=2)
+
+
+def test_runner_cli_asks_for_ray_or_runs_without_it(tmp_path):
+    """Without Ray installed, --ray is a usage error (status 2) naming the extra, before any work; the
+    sequential path needs no Ray; --workers without --ray is refused."""
+    proc = run_python(
+        f"""
+        import sys
+        sys.modules["ray"] = None  # as if Ray were not installed
+        from pslbridge.experiments.__main__ import main
+        for args in (["--ray"], ["--workers", "2"]):
+            try:
+                main(["citation", "--datasets", "cora", "--methods", "lp_psl", "--out", r"{tmp_path}", *args])
+            except SystemExit as exc:
+                print("exit", exc.code)
+        """,
+        timeout=120,
+    )
+    assert proc.stdout.split() == ["exit", "2", "exit", "2"], proc.stderr[-2000:]
+    assert "pip install 'pslbridge[ray]'" in proc.stderr and "--workers applies to --ray runs only" in proc.stderr
+    assert not (tmp_path / "results.csv").exists()  # refused before any work
+    assert (REPO / "pyproject.toml").read_text().count("ray = [") == 1
