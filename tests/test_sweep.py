@@ -122,3 +122,28 @@ def test_runner_cli_asks_for_ray_or_runs_without_it(tmp_path):
     assert "pip install 'pslbridge[ray]'" in proc.stderr and "--workers applies to --ray runs only" in proc.stderr
     assert not (tmp_path / "results.csv").exists()  # refused before any work
     assert (REPO / "pyproject.toml").read_text().count("ray = [") == 1
+
+
+@pytest.mark.slow
+def test_search_chooses_on_validation_with_tune(tmp_path):
+    """A Ray Tune search (ASHA scheduler, 2 local workers) over two learning rates on a tiny MNIST-Add1 split:
+    every trial reports validation after each epoch, the written choice is the trial with the best validation
+    score, and nothing about test accuracy is computed or recorded."""
+    proc = run_python(
+        f"""
+        from pslbridge.experiments.search import main
+        raise SystemExit(main(["--space", "learning_rate=choice:0.003,0.000001", "--samples", "2",
+                               "--additions", "20", "--epochs", "3", "--steps-per-epoch", "5",
+                               "--grace-epochs", "1", "--workers", "2", "--out", r"{tmp_path}"]))
+        """,
+        timeout=500,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads((tmp_path / "search.json").read_text())
+    trials = report["trials"]
+    assert len(trials) == 2 and all("error" not in t for t in trials), trials
+    assert report["tuning_seed"] == 100 and report["base"]["epochs"] == 3
+    assert all(1 <= t["epochs_run"] <= 3 and 0 <= t["best_epoch"] < 3 for t in trials)
+    assert report["chosen"] == max(trials, key=lambda t: t["val_score"])["values"]
+    assert "test" not in json.dumps(trials)  # only validation was measured
+    assert "Chosen:" in (tmp_path / "search.md").read_text()

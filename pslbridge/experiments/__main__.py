@@ -1,6 +1,6 @@
 """``python -m pslbridge.experiments <experiment> [options]``.
 
-Experiments: ``mnist-add``, ``citation``, ``visual-sudoku``.
+Experiments: ``mnist-add``, ``citation``, ``visual-sudoku``; ``search``: a hyper-parameter search (Ray Tune).
 """
 
 import sys
@@ -11,7 +11,7 @@ def main(argv: list[str] | None = None) -> int:
 
     Example:
         >>> main(["--help"])
-        usage: python -m pslbridge.experiments {mnist-add,citation,visual-sudoku} [options]
+        usage: python -m pslbridge.experiments {mnist-add,citation,visual-sudoku,search} [options]
         ...
         0
         >>> main(["no-such-experiment"])
@@ -22,12 +22,14 @@ def main(argv: list[str] | None = None) -> int:
         "mnist-add": "pslbridge.experiments.mnist_add_runner",
         "citation": "pslbridge.experiments.citation_runner",
         "visual-sudoku": "pslbridge.experiments.visual_sudoku_runner",
+        "search": "pslbridge.experiments.search",
     }
     usage = f"usage: python -m pslbridge.experiments {{{','.join(runners)}}} [options]"
     if argv and argv[0] in ("-h", "--help"):
         print(usage)
         print("\nRun the paper's experiments; `python -m pslbridge.experiments <experiment> --help` lists each one's")
-        print("options. mnist-add: MNIST-Addition; citation: Cora/Citeseer; visual-sudoku: Visual Sudoku.")
+        print("options. mnist-add: MNIST-Addition; citation: Cora/Citeseer; visual-sudoku: Visual Sudoku;")
+        print("search: a hyper-parameter search on validation data (Ray Tune, ASHA).")
         return 0
     if not argv or argv[0] not in runners:
         print(usage, file=sys.stderr)

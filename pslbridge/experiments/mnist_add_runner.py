@@ -26,6 +26,7 @@ import argparse
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,7 @@ __all__ = [
     "run_setting",
     "run_split",
     "run_split_task",
+    "validate_split",
     "sum_predictions",
 ]
 
@@ -294,6 +296,8 @@ class _NeuPSLRun:
         self.best: dict[str, Any] = {"score": -1.0, "weights": None, "epoch": -1}
         self.curve: list[tuple[float, float]] = []  # (seconds of learning so far, test sum accuracy)
         self.seed = seed
+        #: Called after every epoch with the epoch and its validation logs (``val_score``: what selection uses).
+        self.on_epoch: Callable[[int, dict[str, float]], None] | None = None
 
     def _eval_bridge(self, additions: AdditionSet, iterations: int | None) -> Bridge:
         setting = self.setting
@@ -322,6 +326,8 @@ class _NeuPSLRun:
         )
         if score >= self.best["score"]:
             self.best.update(score=score, weights=self.model.get_weights(), epoch=epoch)
+        if self.on_epoch is not None:
+            self.on_epoch(epoch, {**logs, "val_score": score})
         if self.setting.curve:
             self.curve.append((time.perf_counter() - self.started - self.paused, self._test_accuracy()))
 
@@ -412,6 +418,31 @@ class _NeuPSLRun:
 def _neupsl(setting: Setting, split: int, seed: int, data: tuple, mnist: tuple) -> dict[str, Any]:
     run = _NeuPSLRun(setting, split, seed, data, mnist)
     return run.result(run.fit())
+
+
+def validate_split(
+    setting: Setting, split: int, seed: int, on_epoch: Callable[[int, dict[str, float]], None] | None = None
+) -> dict[str, Any]:
+    """Train one split and score it on validation only (for hyper-parameter searches: no test inference).
+
+    Args:
+        setting: The setting.
+        split: Split number (data from ``seed + 1000 * split``).
+        seed: Base seed.
+        on_epoch: Called after every epoch with the epoch and its validation logs (``val_score`` included).
+
+    Returns:
+        ``{"val_score": best validation score (%), "best_epoch": its epoch}``.
+    """
+    mnist = load_mnist()
+    run = _NeuPSLRun(setting, split, seed, _split_data(setting, split, seed, mnist[1], mnist[3]), mnist)
+    run.on_epoch = on_epoch
+    try:
+        run.fit()
+    finally:
+        for bridge in (*run.train_bridges, run.val_bridge, run.test_bridge):
+            bridge.close()
+    return {"val_score": 100 * float(run.best["score"]), "best_epoch": run.best["epoch"]}
 
 
 def _cnn_baseline(setting: Setting, split: int, seed: int, data: tuple, mnist: tuple) -> dict[str, Any]:

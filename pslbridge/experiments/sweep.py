@@ -44,7 +44,17 @@ from typing import Any
 from .. import jvm
 from ..errors import ConfigurationError
 
-__all__ = ["RayOptions", "Run", "add_ray_arguments", "example_run", "require_ray", "run_all", "run_digest"]
+__all__ = [
+    "RayOptions",
+    "Run",
+    "add_ray_arguments",
+    "check_driver",
+    "example_run",
+    "require_ray",
+    "run_all",
+    "run_digest",
+    "start_ray",
+]
 
 #: Memory (MB) a run's process needs before its program: Python, TensorFlow, the JVM and its heap.
 BASE_MEMORY_MB = 1500
@@ -216,15 +226,7 @@ def run_all(
     if not todo:
         return results
     ray = require_ray()
-    if jvm.is_started():
-        raise ConfigurationError(
-            "this process already runs the JVM, and a Ray driver started after it breaks it (Ray installs crash "
-            "signal handlers over the JVM's, and the next Java call crashes the process): drive the sweep from a "
-            "process that has not started PSL (the runs themselves each get their own process and JVM)"
-        )
-    started = not ray.is_initialized()
-    if started:
-        _start(ray, address, workers)
+    started = start_ray(address, workers)
     try:
         _check_memory(ray, todo)
         task = ray.remote(num_cpus=1, max_calls=1, max_retries=retries, retry_exceptions=False)(execute)
@@ -246,6 +248,27 @@ def run_all(
     return results
 
 
+def check_driver() -> None:
+    """Refuse to drive Ray from a process that runs the JVM (see the module notes).
+
+    Raises:
+        ConfigurationError: The JVM runs in this process.
+
+    Example:
+        >>> from pslbridge import jvm
+        >>> jvm.start(); check_driver()
+        Traceback (most recent call last):
+        ...
+        pslbridge.errors.ConfigurationError: this process already runs the JVM, ...
+    """
+    if jvm.is_started():
+        raise ConfigurationError(
+            "this process already runs the JVM, and a Ray driver started after it breaks it (Ray installs crash "
+            "signal handlers over the JVM's, and the next Java call crashes the process): drive the sweep from a "
+            "process that has not started PSL (the runs themselves each get their own process and JVM)"
+        )
+
+
 def _stored(store: Path, run: Run) -> bool:
     path = store / f"{run.key}.json"
     if not path.is_file():
@@ -257,17 +280,41 @@ def _stored(store: Path, run: Run) -> bool:
     return True
 
 
-def _start(ray: Any, address: str | None, workers: int | None) -> None:
+def start_ray(address: str | None = None, workers: int | None = None) -> bool:
+    """Connect to Ray (unless connected): an existing cluster at ``address``, or a local loopback instance.
+
+    Args:
+        address: An existing cluster; None starts a local instance (loopback only, no dashboard).
+        workers: Local instance: CPUs given to Ray (= concurrent runs); None: all of this machine's.
+
+    Returns:
+        True if this call connected (the caller then shuts Ray down), False if Ray was already connected.
+
+    Raises:
+        ConfigurationError: Ray is missing, or this process runs the JVM (see :func:`check_driver`).
+
+    Example:
+        >>> from pslbridge import jvm
+        >>> jvm.start(); start_ray(workers=2)  # refused before Ray starts: this process runs the JVM
+        Traceback (most recent call last):
+        ...
+        pslbridge.errors.ConfigurationError: this process already runs the JVM, ...
+    """
+    ray = require_ray()
+    check_driver()
+    if ray.is_initialized():
+        return False
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     if address is not None:
         ray.init(address=address, log_to_driver=False)
-        return
+        return True
     ray.init(
         num_cpus=workers or os.cpu_count() or 1,
         include_dashboard=False,
         log_to_driver=False,
         _node_ip_address="127.0.0.1",  # loopback only: nothing listens beyond this machine
     )
+    return True
 
 
 def _check_memory(ray: Any, runs: Sequence[Run]) -> None:

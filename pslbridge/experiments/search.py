@@ -1,0 +1,213 @@
+"""Hyper-parameter search on validation data with Ray Tune (ASHA early stopping), for MNIST-Add1.
+
+``python -m pslbridge.experiments search --samples 8 --space learning_rate=loguniform:1e-4:1e-2
+--space lr_schedule=choice:constant,cosine --seed 100 --out out/search`` trains one split per trial (data
+from the tuning ``--seed``; pick seeds you will not report on), scores every epoch on the validation additions
+only (the runner's model-selection score), and stops poor trials early with ASHA. No trial runs test inference:
+test accuracy cannot influence the choice. It writes ``search.json`` (every trial: its values, best validation
+score and epoch, epochs run) and ``search.md`` (the table, best first, and the chosen values), and keeps Tune's
+own trial folders under ``tune/``. Any field of :class:`~pslbridge.experiments.mnist_add_runner.Setting` can be
+searched (learning rate, schedule, loss, reasoner, epochs, model form...); the others are the runner's Add1
+defaults (Add2 searches are not wired yet).
+
+Example:
+    >>> parse_space(["learning_rate=loguniform:1e-4:1e-2", "loss=choice:energy,bce"])
+    {'learning_rate': ('loguniform', [0.0001, 0.01]), 'loss': ('choice', ['energy', 'bce'])}
+    >>> parse_space(["epochs=choice:5,10"])
+    {'epochs': ('choice', [5, 10])}
+    >>> parse_space(["speed=choice:1"])
+    Traceback (most recent call last):
+    ...
+    ValueError: --space speed: not a setting field; choose from ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from dataclasses import asdict, fields, replace
+from pathlib import Path
+from typing import Any
+
+from .arguments import positive_int
+from .mnist_add_runner import Setting, memory_estimate_mb, validate_split
+from .sweep import require_ray, start_ray
+
+__all__ = ["main", "parse_space", "search", "trial"]
+
+log = logging.getLogger(__name__)
+
+_KINDS = ("choice", "uniform", "loguniform")
+
+
+def parse_space(items: list[str]) -> dict[str, tuple[str, list[Any]]]:
+    """Parse ``field=kind:values`` items (``choice:a,b,c``, ``uniform:lo:hi``, ``loguniform:lo:hi``)."""
+    names = {f.name: f for f in fields(Setting)}
+    space: dict[str, tuple[str, list[Any]]] = {}
+    for item in items:
+        name, _, spec = item.partition("=")
+        kind, _, values = spec.partition(":")
+        if name not in names:
+            raise ValueError(f"--space {name}: not a setting field; choose from {', '.join(names)}")
+        if kind not in _KINDS:
+            raise ValueError(f"--space {name}: kind {kind!r} is not one of {', '.join(_KINDS)}")
+        parts = values.split("," if kind == "choice" else ":")
+        if kind != "choice" and len(parts) != 2:
+            raise ValueError(f"--space {name}: {kind} needs two bounds, lo:hi")
+        space[name] = (kind, [_value(p) for p in parts])
+    return space
+
+
+def _value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def trial(config: dict[str, Any]) -> None:
+    """One Tune trial: train the split with the sampled values and report validation after every epoch."""
+    from ray import train
+
+    base = Setting(**config["base"])
+    setting = replace(base, **config["values"])
+    validate_split(
+        setting,
+        config["split"],
+        config["seed"],
+        on_epoch=lambda epoch, logs: train.report({"val_score": 100 * logs["val_score"], "epoch": epoch}),
+    )
+
+
+def search(
+    base: Setting,
+    space: dict[str, tuple[str, list[Any]]],
+    out: Path,
+    *,
+    samples: int,
+    seed: int,
+    split: int = 0,
+    grace_epochs: int = 5,
+    address: str | None = None,
+    workers: int | None = None,
+) -> dict[str, Any]:
+    """Sample ``samples`` trials from ``space`` around ``base``; ASHA stops poor ones; write the choice.
+
+    Returns:
+        ``{"chosen": values of the best trial, "trials": [...]}`` (as written to ``search.json``).
+    """
+    require_ray()
+    from ray import train, tune
+    from ray.tune.schedulers import ASHAScheduler
+
+    started = start_ray(address, workers)
+    try:
+        samplers = {"choice": tune.choice, "uniform": lambda lo, hi: tune.uniform(lo, hi)}
+        samplers["loguniform"] = lambda lo, hi: tune.loguniform(lo, hi)
+        values = {
+            name: (samplers[kind](vals) if kind == "choice" else samplers[kind](*vals))
+            for name, (kind, vals) in space.items()
+        }
+        config = {"base": asdict(base), "values": values, "split": split, "seed": seed}
+        scheduler = ASHAScheduler(max_t=base.epochs, grace_period=min(grace_epochs, base.epochs), time_attr="epoch")
+        tuner = tune.Tuner(
+            tune.with_resources(trial, {"cpu": 1, "memory": memory_estimate_mb(base) * 2**20}),
+            param_space=config,
+            tune_config=tune.TuneConfig(metric="val_score", mode="max", scheduler=scheduler, num_samples=samples),
+            run_config=train.RunConfig(storage_path=str((out / "tune").resolve()), name="search", verbose=0),
+        )
+        grid = tuner.fit()
+    finally:
+        if started:
+            import ray
+
+            ray.shutdown()
+    return _write(out, grid, base, seed, split)
+
+
+def _write(out: Path, grid: Any, base: Setting, seed: int, split: int) -> dict[str, Any]:
+    trials = []
+    for result in grid:
+        frame = result.metrics_dataframe
+        if result.error is not None or frame is None or frame.empty:
+            trials.append({"values": result.config["values"], "error": str(result.error or "no epoch reported")})
+            continue
+        best = frame.loc[frame["val_score"].idxmax()]
+        trials.append(
+            {
+                "values": result.config["values"],
+                "val_score": float(best["val_score"]),
+                "best_epoch": int(best["epoch"]),
+                "epochs_run": len(frame),
+            }
+        )
+    scored = sorted((t for t in trials if "val_score" in t), key=lambda t: -t["val_score"])
+    report = {
+        "tuning_seed": seed,
+        "split": split,
+        "base": asdict(base),
+        "chosen": scored[0]["values"] if scored else None,
+        "trials": scored + [t for t in trials if "error" in t],
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "search.json").write_text(json.dumps(report, indent=1))
+    lines = [
+        f"# Search on validation (tuning seed {seed}, split {split}; test accuracy never computed)",
+        "",
+        "| values | best validation % | at epoch | epochs run |",
+        "|---|---:|---:|---:|",
+    ]
+    lines += [f"| {t['values']} | {t['val_score']:.1f} | {t['best_epoch']} | {t['epochs_run']} |" for t in scored]
+    lines += [f"| {t['values']} | failed: {t['error'][:80]} | | |" for t in trials if "error" in t]
+    lines += ["", f"Chosen: {report['chosen']}"]
+    (out / "search.md").write_text("\n".join(lines) + "\n")
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point (``python -m pslbridge.experiments search ...``).
+
+    Example:
+        >>> main(["--space", "speed=choice:1", "--samples", "1"])
+        Traceback (most recent call last):
+        ...
+        SystemExit: 2
+    """
+    parser = argparse.ArgumentParser(
+        prog="python -m pslbridge.experiments search",
+        description="Hyper-parameter search for MNIST-Add1 on validation data (Ray Tune, ASHA).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument(
+        "--space", action="append", required=True, help="field=choice:a,b | uniform:lo:hi | loguniform:lo:hi"
+    )
+    parser.add_argument("--samples", type=positive_int, default=8, help="trials")
+    parser.add_argument("--additions", type=positive_int, default=300, help="training additions")
+    parser.add_argument("--epochs", type=positive_int, default=125, help="epochs (ASHA's budget per trial)")
+    parser.add_argument("--steps-per-epoch", type=positive_int, default=20, help="steps per epoch")
+    parser.add_argument("--grace-epochs", type=positive_int, default=25, help="epochs before ASHA may stop a trial")
+    parser.add_argument("--seed", type=int, default=100, help="tuning seed (do not report results on it)")
+    parser.add_argument("--split", type=int, default=0, help="split of the tuning seed each trial trains")
+    parser.add_argument("--ray-address", metavar="ADDR", help="an existing Ray cluster (default: a local one)")
+    parser.add_argument("--workers", type=positive_int, help="local Ray instance: concurrent trials")
+    parser.add_argument("--out", type=Path, default=Path("out/search"), help="results folder")
+    args = parser.parse_args(argv)
+    try:
+        space = parse_space(args.space)
+    except ValueError as exc:
+        parser.error(str(exc))
+    base = Setting(digits=1, additions=args.additions, epochs=args.epochs, steps_per_epoch=args.steps_per_epoch)
+    report = search(
+        base,
+        space,
+        args.out,
+        samples=args.samples,
+        seed=args.seed,
+        split=args.split,
+        grace_epochs=args.grace_epochs,
+        address=args.ray_address,
+        workers=args.workers,
+    )
+    print((args.out / "search.md").read_text())
+    return 0 if report["chosen"] is not None else 1
