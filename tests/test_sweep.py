@@ -55,8 +55,9 @@ def test_ray_sweep_matches_the_sequential_runs_and_survives_a_killed_worker(tmp_
     """A local Ray instance with 2 workers (loopback only) runs 2 tiny MNIST-Add1 splits, a citation split and a
     run that fails. One MNIST worker is killed with SIGKILL mid-run: Ray retries it and the sweep completes. The
     results equal the same runs done one after another in this process; the failing run comes back as an error
-    (not retried), and a restarted sweep recomputes nothing. The sweep is driven from a fresh process: this one
-    runs the JVM, and a Ray driver started after the JVM breaks it (run_all refuses, see the last check)."""
+    (not retried, not stored), and a restarted sweep recomputes none of the finished runs. The sweep is driven
+    from a fresh process: this one runs the JVM, and a Ray driver started after the JVM breaks it (run_all
+    refuses, see the last check)."""
     mnist_runs = [
         Run(
             f"add1-split{k}",
@@ -92,12 +93,14 @@ def test_ray_sweep_matches_the_sequential_runs_and_survives_a_killed_worker(tmp_
     sequential_cora = citation_runner.run_split("cora", 0, citation_runner.CitationSetting(), 0, None, ("lp_psl",))
     assert results[cora_run.key]["rows"][0]["test_acc"] == pytest.approx(sequential_cora[0]["test_acc"], abs=1e-9)
 
-    # Restarted here: everything is stored, nothing runs (Ray is not started, so the JVM here is no obstacle).
-    again = run_all(runs, tmp_path, workers=2, on_result=lambda run, _: pytest.fail(f"{run.key} recomputed"))
+    # Restarted here: the finished runs are stored, nothing runs (Ray is not started, so the JVM here is no
+    # obstacle). The failed run is not stored: a restart would try it again.
+    done = [*mnist_runs, cora_run]
+    again = run_all(done, tmp_path, workers=2, on_result=lambda run, _: pytest.fail(f"{run.key} recomputed"))
     assert again[cora_run.key] == json.loads((tmp_path / "runs" / "cora-split0.json").read_text())
     assert again[cora_run.key] == results[cora_run.key]
+    assert not (tmp_path / "runs" / "bad.json").exists()
     # With a run left to do, this process (it runs the JVM) may not drive Ray.
-    (tmp_path / "runs" / "bad.json").unlink()
     with pytest.raises(ConfigurationError, match="already runs the JVM"):
         run_all(runs, tmp_path, workers=2)
 

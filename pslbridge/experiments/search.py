@@ -68,16 +68,22 @@ def _value(text: str) -> Any:
 
 def trial(config: dict[str, Any]) -> None:
     """One Tune trial: train the split with the sampled values and report validation after every epoch."""
-    from ray import train
-
+    report = _tune_api("report")
     base = Setting(**config["base"])
     setting = replace(base, **config["values"])
     validate_split(
         setting,
         config["split"],
         config["seed"],
-        on_epoch=lambda epoch, logs: train.report({"val_score": 100 * logs["val_score"], "epoch": epoch}),
+        on_epoch=lambda epoch, logs: report({"val_score": 100 * logs["val_score"], "epoch": epoch}),
     )
+
+
+def _tune_api(name: str) -> Any:
+    """``ray.tune.<name>`` (Ray >= 2.41), else the older ``ray.train.<name>`` that Tune used before."""
+    from ray import train, tune
+
+    return getattr(tune, name, None) or getattr(train, name)
 
 
 def search(
@@ -98,7 +104,7 @@ def search(
         ``{"chosen": values of the best trial, "trials": [...]}`` (as written to ``search.json``).
     """
     require_ray()
-    from ray import train, tune
+    from ray import tune
     from ray.tune.schedulers import ASHAScheduler
 
     started = start_ray(address, workers)
@@ -115,7 +121,7 @@ def search(
             tune.with_resources(trial, {"cpu": 1, "memory": memory_estimate_mb(base) * 2**20}),
             param_space=config,
             tune_config=tune.TuneConfig(metric="val_score", mode="max", scheduler=scheduler, num_samples=samples),
-            run_config=train.RunConfig(storage_path=str((out / "tune").resolve()), name="search", verbose=0),
+            run_config=_tune_api("RunConfig")(storage_path=str((out / "tune").resolve()), name="search", verbose=0),
         )
         grid = tuner.fit()
     finally:

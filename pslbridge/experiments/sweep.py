@@ -7,8 +7,8 @@ oversubscribe a machine, and runs in a worker process that exits after it (``max
 static state and a process holds one JVM, so runs never share a process. A worker killed mid-run (``kill -9``,
 the kernel's out-of-memory killer, a lost node) is retried by Ray; a run that *raises* (a model, data or
 option error) is not retried: its error comes back as the run's result, and the runners report it in
-``results.md``. Each finished run is stored as ``<out>/runs/<key>.json``; a sweep restarted with the same
-``out`` skips the runs stored there.
+``results.md``. Each run that finished without error is stored as ``<out>/runs/<key>.json``; a sweep
+restarted with the same ``out`` skips the runs stored there (and tries the failed ones again).
 
 The process that drives a sweep must not have started the JVM (Ray's driver installs crash-signal handlers
 over the JVM's; a JVM started *after* Ray, as in each run's worker, is fine): :func:`run_all` refuses then.
@@ -204,7 +204,8 @@ def run_all(
 
     Args:
         runs: The runs (keys unique).
-        out: Results folder; finished runs are stored in ``out/runs/<key>.json`` as they finish.
+        out: Results folder; runs that finish without error are stored in ``out/runs/<key>.json`` as they
+            finish (failed ones are not, so a restart tries them again).
         address: An existing Ray cluster (``ray.init(address=...)``); None starts a local instance.
         workers: Local instance only: CPUs (= concurrent runs) to give Ray; None: all of this machine's.
         retries: How often Ray re-runs a run whose process died.
@@ -237,10 +238,13 @@ def run_all(
             done, _ = ray.wait(list(pending), num_returns=1)
             run = pending.pop(done[0])
             result = _get(ray, done[0])
-            store.mkdir(parents=True, exist_ok=True)
             if on_result is not None:
                 on_result(run, result)
-            (store / f"{run.key}.json").write_text(json.dumps(result))
+            if "error" not in result:  # a failed run is reported, not stored: a restart tries it again
+                store.mkdir(parents=True, exist_ok=True)
+                partial = store / f"{run.key}.json.partial"
+                partial.write_text(json.dumps(result))
+                os.replace(partial, store / f"{run.key}.json")  # a stored result is always whole
             results[run.key] = result
     finally:
         if started:
