@@ -250,7 +250,13 @@ def watch_heap() -> None:
     """
     pools = []
     for pool in J.ManagementFactory.getMemoryPoolMXBeans():
-        if pool.getType() == J.MemoryType.HEAP and pool.isCollectionUsageThresholdSupported():
+        # The tenured pool only: it is the one that supports a usage threshold too. A survivor space is often
+        # full right after a young collection (its overflow goes to the tenured pool), which is no exhaustion.
+        if (
+            pool.getType() == J.MemoryType.HEAP
+            and pool.isCollectionUsageThresholdSupported()
+            and pool.isUsageThresholdSupported()
+        ):
             limit = pool.getUsage().getMax()
             if limit > 0:
                 pool.setCollectionUsageThreshold(int(HEAP_FULL_FRACTION * limit))
