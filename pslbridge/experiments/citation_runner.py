@@ -39,7 +39,7 @@ from ..learning import WeightOptimizer
 from ..training import set_seed
 from .arguments import positive_int
 from .citation import citation_spec, dense_classifier, normalise_rows
-from .reporting import append_csv, failed_runs, mean_std, read_groups
+from .reporting import failed_runs, mean_std, read_groups, write_rows
 from .sweep import BASE_MEMORY_MB, RayOptions, Run, add_ray_arguments, run_all, run_digest
 
 __all__ = [
@@ -48,7 +48,6 @@ __all__ = [
     "CitationSetting",
     "main",
     "node_predictions",
-    "record_rows",
     "run_dataset",
     "run_split",
     "run_split_task",
@@ -325,7 +324,9 @@ def run_dataset(
     jvm_start = _jvm_start_seconds() if {"lp", "lp+fp"} & set(methods) else None
     rows = []
     for split_id in range(splits):
-        rows += record_rows(out, run_split(name, split_id, setting, seed, data_dir, methods, jvm_start))
+        rows += write_rows(
+            out / "results.csv", run_split(name, split_id, setting, seed, data_dir, methods, jvm_start), _FIELDS
+        )
     return rows
 
 
@@ -366,14 +367,6 @@ def run_split(
     return json.loads(json.dumps(rows, default=lambda v: v.item() if isinstance(v, np.generic) else str(v)))
 
 
-def record_rows(out: Path, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Print and append result rows to ``results.csv``."""
-    for row in rows:
-        print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
-        append_csv(out / "results.csv", row, _FIELDS)
-    return rows
-
-
 def _run_on_ray(
     name: str,
     splits: int,
@@ -387,12 +380,8 @@ def _run_on_ray(
     rows: list[dict[str, Any]] = []
 
     def record(run: Run, result: dict[str, Any]) -> None:
-        if "error" in result:
-            row = {"dataset": name, "split": run.kwargs["split_id"], **asdict(setting), "error": result["error"]}
-            append_csv(out / "results.csv", row, [*_FIELDS, "error"])
-            rows.append(row)
-        else:
-            rows.extend(record_rows(out, result["rows"]))
+        failed = {"dataset": name, "split": run.kwargs["split_id"], **asdict(setting), "error": result.get("error")}
+        rows.extend(write_rows(out / "results.csv", [failed] if "error" in result else result["rows"], _FIELDS))
 
     kwargs = {"name": name, "setting": asdict(setting), "seed": seed, "data_dir": data_dir and str(data_dir)}
     runs = [

@@ -38,7 +38,7 @@ from ..datasets.mnist import load_mnist
 from ..training import set_seed
 from .arguments import non_negative_int, positive_float, positive_int
 from .mnist_add import AdditionSet, addition_spec, lenet, make_additions, prepare_images
-from .reporting import append_csv, failed_runs, mean_std, read_groups
+from .reporting import append_csv, failed_runs, mean_std, read_groups, write_rows
 from .sweep import BASE_MEMORY_MB, RayOptions, Run, add_ray_arguments, run_all, run_digest
 
 __all__ = [
@@ -528,10 +528,7 @@ def run_split(
 def run_split_task(setting: dict[str, Any], split: int, seed: int, baseline: bool) -> dict[str, Any]:
     """:func:`run_split` as a sweep run: plain arguments in, JSON-serialisable outcomes out."""
     outcomes = run_split(Setting(**setting), split, seed, baseline)
-    for outcome in outcomes:
-        if outcome.get("weights") is not None:
-            outcome["weights"] = [np.asarray(w).tolist() for w in outcome["weights"]]
-    return {"outcomes": json.loads(json.dumps(outcomes, default=_plain))}
+    return {"outcomes": json.loads(json.dumps(outcomes, default=_plain))}  # weights: ndarrays -> nested lists
 
 
 def _plain(value: Any) -> Any:
@@ -560,8 +557,7 @@ def record_split(out: Path, setting: Setting, split: int, outcomes: list[dict[st
             out.mkdir(parents=True, exist_ok=True)
             np.savez(out / f"weights-{setting.name}-split{split}.npz", *[np.asarray(w, np.float32) for w in weights])
         row = {"setting": setting.name, "split": split, **asdict(setting), **result}
-        print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
-        append_csv(out / "results.csv", row, _FIELDS)
+        write_rows(out / "results.csv", [row], _FIELDS)
         rows.append({**row, "history": history})
     return rows
 
@@ -586,9 +582,8 @@ def _run_on_ray(
     def record(run: Run, result: dict[str, Any]) -> None:
         split = run.kwargs["split"]
         if "error" in result:
-            row = {"setting": setting.name, "split": split, **asdict(setting), "error": result["error"]}
-            append_csv(out / "results.csv", row, [*_FIELDS, "error"])
-            rows.append(row)
+            failed = {"setting": setting.name, "split": split, **asdict(setting), "error": result["error"]}
+            rows.extend(write_rows(out / "results.csv", [failed], _FIELDS))
             return
         rows.extend(record_split(out, setting, split, result["outcomes"]))
         for outcome in result["outcomes"]:

@@ -8,13 +8,14 @@ Example:
 from __future__ import annotations
 
 import csv
+import json
 import math
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["append_csv", "failed_runs", "mean_std", "read_groups"]
+__all__ = ["append_csv", "failed_runs", "mean_std", "read_groups", "write_rows"]
 
 
 def append_csv(path: Path, row: dict[str, Any], fields: Sequence[str]) -> None:
@@ -44,6 +45,26 @@ def append_csv(path: Path, row: dict[str, Any], fields: Sequence[str]) -> None:
             writer.writeheader()
             writer.writerows(rows)
         writer.writerow(row)
+
+
+def write_rows(path: Path, rows: Sequence[dict[str, Any]], fields: Sequence[str]) -> list[dict[str, Any]]:
+    """Print each result row (a JSON line) and append it to the results CSV ``path``; return the rows.
+
+    A failed run's row carries ``error``, which becomes a column of its own.
+
+    Example:
+        >>> import tempfile; p = Path(tempfile.mkdtemp()) / "r.csv"
+        >>> _ = write_rows(p, [{"split": 0, "acc": 80.12345}], ["split", "acc"])
+        {"split": 0, "acc": 80.1235}
+        >>> _ = write_rows(p, [{"split": 1, "error": "DataError: x"}], ["split", "acc"])
+        {"split": 1, "error": "DataError: x"}
+        >>> p.read_text().split()
+        ['split,acc,error', '0,80.12345,', '1,,DataError:', 'x']
+    """
+    for row in rows:
+        print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
+        append_csv(path, row, [*fields, "error"] if "error" in row else fields)
+    return list(rows)
 
 
 def read_groups(path: Path, keys: Sequence[str]) -> dict[tuple[str, ...], list[dict[str, str]]]:

@@ -109,10 +109,8 @@ def search(
 
     started = start_ray(address, workers)
     try:
-        samplers = {"choice": tune.choice, "uniform": lambda lo, hi: tune.uniform(lo, hi)}
-        samplers["loguniform"] = lambda lo, hi: tune.loguniform(lo, hi)
-        values = {
-            name: (samplers[kind](vals) if kind == "choice" else samplers[kind](*vals))
+        values = {  # tune.choice(values), tune.uniform(lo, hi), tune.loguniform(lo, hi)
+            name: tune.choice(vals) if kind == "choice" else getattr(tune, kind)(*vals)
             for name, (kind, vals) in space.items()
         }
         config = {"base": asdict(base), "values": values, "split": split, "seed": seed}

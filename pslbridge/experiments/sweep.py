@@ -43,6 +43,7 @@ from typing import Any
 
 from .. import jvm
 from ..errors import ConfigurationError
+from .arguments import positive_int
 
 __all__ = [
     "RayOptions",
@@ -111,21 +112,22 @@ class RayOptions:
         Ray is imported here, before any work: without it, ``parser`` exits with a usage error (status 2)
         saying how to install it (without a parser: :class:`~pslbridge.errors.ConfigurationError`).
         """
+
+        def fail(message: str) -> None:
+            if parser is not None:
+                parser.error(message)
+            raise ConfigurationError(message)
+
         if not (args.ray or args.ray_address):
-            if args.workers is not None and parser is not None:
-                parser.error("--workers applies to --ray runs only")
+            if args.workers is not None:
+                fail("--workers applies to --ray runs only")
             return None
         try:
             require_ray()
         except ConfigurationError as exc:
-            if parser is None:
-                raise
-            parser.error(str(exc))
-        if args.workers is not None and (args.workers < 1 or args.ray_address):
-            message = "--workers must be at least 1" if args.workers < 1 else "--workers is for a local Ray instance"
-            if parser is None:
-                raise ConfigurationError(message)
-            parser.error(message)
+            fail(str(exc))
+        if args.workers is not None and args.ray_address:
+            fail("--workers is for a local Ray instance")
         return cls(address=args.ray_address, workers=args.workers)
 
 
@@ -134,7 +136,7 @@ def add_ray_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ray", action="store_true", help="run each split as a Ray task (local instance)")
     parser.add_argument("--ray-address", metavar="ADDR", help="run on an existing Ray cluster (implies --ray)")
     parser.add_argument(
-        "--workers", type=int, help="local Ray instance: concurrent runs (default: this machine's CPUs)"
+        "--workers", type=positive_int, help="local Ray instance: concurrent runs (default: this machine's CPUs)"
     )
 
 

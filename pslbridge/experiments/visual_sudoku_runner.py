@@ -32,7 +32,7 @@ from ..datasets.mnist import load_mnist
 from ..training import set_seed
 from .arguments import non_negative_int, positive_int
 from .mnist_add import lenet, lenet_layers, prepare_images
-from .reporting import append_csv, failed_runs, mean_std, read_groups
+from .reporting import failed_runs, mean_std, read_groups, write_rows
 from .sweep import RayOptions, Run, add_ray_arguments, run_all, run_digest
 from .visual_sudoku import (
     Puzzles,
@@ -44,7 +44,7 @@ from .visual_sudoku import (
     threshold_accuracy,
 )
 
-__all__ = ["SudokuSetting", "main", "record_rows", "run_split", "run_split_task", "split_rows"]
+__all__ = ["SudokuSetting", "main", "run_split", "run_split_task", "split_rows"]
 
 
 @dataclass
@@ -168,7 +168,7 @@ def _baseline(
 
 def run_split(setting: SudokuSetting, split: int, seed: int, out: Path, baselines: bool = True) -> list[dict]:
     """One split: data, NeuPSL, baselines; rows appended to ``results.csv``."""
-    return record_rows(out, split_rows(setting, split, seed, baselines))
+    return write_rows(out / "results.csv", split_rows(setting, split, seed, baselines), _FIELDS)
 
 
 def split_rows(setting: SudokuSetting, split: int, seed: int, baselines: bool = True) -> list[dict[str, Any]]:
@@ -191,23 +191,19 @@ def run_split_task(setting: dict[str, Any], split: int, seed: int, baselines: bo
     return {"rows": split_rows(SudokuSetting(**setting), split, seed, baselines)}
 
 
-def record_rows(out: Path, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Print and append result rows (a failed run's row carries ``error``) to ``results.csv``."""
-    for row in rows:
-        append_csv(out / "results.csv", row, [*_FIELDS, "error"] if "error" in row else _FIELDS)
-        print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
-    return rows
-
-
 def _run_on_ray(
     setting: SudokuSetting, splits: int, seed: int, out: Path, baselines: bool, ray: RayOptions
 ) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
 
     def record(run: Run, result: dict[str, Any]) -> None:
-        failed = {"setting": setting.name, "split": run.kwargs["split"], **asdict(setting), "error": ""}
-        failed["error"] = result.get("error", "")
-        rows.extend(record_rows(out, [failed] if "error" in result else result["rows"]))
+        failed = {
+            "setting": setting.name,
+            "split": run.kwargs["split"],
+            **asdict(setting),
+            "error": result.get("error"),
+        }
+        rows.extend(write_rows(out / "results.csv", [failed] if "error" in result else result["rows"], _FIELDS))
 
     arguments = {"setting": asdict(setting), "seed": seed, "baselines": baselines}
     runs = [

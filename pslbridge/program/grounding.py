@@ -232,12 +232,12 @@ def build(
         solver = Solver(grounded.app, reasoner, rules.java, [r.weighted for r in rules.info])
         RuleSet.check_weights(rules.weights, rules.texts())
     except BaseException:
-        if grounded is not None:
+        if grounded is not None:  # a failed ground() has already released its workers and closed its objects
+            _java.release_workers()
             try:
                 grounded.close()
             except Exception:  # noqa: BLE001 - already failing; the first error matters
                 pass
-        _java.release_workers()  # frees what the failed task's workers still hold before anything else
         registry.release()
         raise
     timings = {"compile": t1 - t0, "ground": t2 - t1, "index": time.perf_counter() - t2}
