@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+
 import numpy as np
 import pytest
 
@@ -90,3 +92,22 @@ def test_short_neupsl_run_on_cora_beats_the_untrained_network(jvm_started):
     assert base < 30
     assert result["test_acc"] >= base + 30
     assert result["infer_warm_s"] < result["infer_cold_s"]
+
+
+@needs_data
+def test_cli_hyper_parameters_reach_the_recorded_setting(tmp_path, jvm_started):
+    """Every CitationSetting field has a flag; the values are recorded with each result row."""
+    from pslbridge.experiments import citation_runner
+
+    flags = ["--l2", "5e-7", "--learning-rate", "1.5", "--weight-step", "1e-3", "--admm-iterations", "1000"]
+    flags += ["--neural-step", "0.02", "--pretrain-epochs", "7", "--steps", "9"]
+    args = ["--datasets", "cora", "--splits", "1", "--methods", "lp_psl", "--out", str(tmp_path), *flags]
+    assert citation_runner.main(args) == 0
+    with open(tmp_path / "results.csv") as handle:
+        (row,) = list(csv.DictReader(handle))
+    recorded = {k: float(row[k]) for k in ("l2", "learning_rate", "weight_step", "neural_step")}
+    assert recorded == {"l2": 5e-7, "learning_rate": 1.5, "weight_step": 1e-3, "neural_step": 0.02}
+    assert (row["admm_iterations"], row["pretrain_epochs"], row["steps"]) == ("1000", "7", "9")
+    with pytest.raises(SystemExit) as stop:
+        citation_runner.main(["--l2", "-1"])
+    assert stop.value.code == 2

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["non_negative_int", "positive_float", "positive_int"]
+__all__ = ["non_negative_int", "positive_float", "positive_int", "unit_interval"]
 
 
 def positive_int(text: str) -> int:
@@ -61,4 +61,24 @@ def positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+    return value
+
+
+def unit_interval(text: str) -> float:
+    """A number in [0, 1) (a momentum; 0 turns the feature off).
+
+    Example:
+        >>> unit_interval("0.99")
+        0.99
+        >>> unit_interval("1")
+        Traceback (most recent call last):
+        ...
+        argparse.ArgumentTypeError: expected a number in [0, 1), got '1'
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text!r}") from None
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text!r}")
     return value

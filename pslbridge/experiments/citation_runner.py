@@ -37,7 +37,7 @@ from ..bridge import Bridge
 from ..datasets.planetoid import Graph, Split, load_planetoid, make_split, propagate_features
 from ..learning import WeightOptimizer
 from ..training import set_seed
-from .arguments import positive_int
+from .arguments import positive_float, positive_int
 from .citation import citation_spec, dense_classifier, normalise_rows
 from .reporting import failed_runs, mean_std, read_groups, write_rows
 from .sweep import BASE_MEMORY_MB, RayOptions, Run, add_ray_arguments, run_all, run_digest
@@ -457,7 +457,24 @@ def main(argv: list[str] | None = None) -> int:
         "--datasets", nargs="+", default=["citeseer", "cora"], choices=("citeseer", "cora"), help="data sets to run"
     )
     parser.add_argument("--splits", type=positive_int, default=5, help="random splits per data set")
-    parser.add_argument("--steps", type=positive_int, default=50, help="joint learning steps of NeuPSL")
+    defaults = CitationSetting()
+    parser.add_argument("--steps", type=positive_int, default=defaults.steps, help="joint learning steps of NeuPSL")
+    parser.add_argument(
+        "--learning-rate", type=positive_float, default=defaults.learning_rate, help="pre-training learning rate"
+    )
+    parser.add_argument("--l2", type=positive_float, default=defaults.l2, help="kernel and bias L2 weight")
+    parser.add_argument(
+        "--pretrain-epochs", type=positive_int, default=defaults.pretrain_epochs, help="pre-training epochs"
+    )
+    parser.add_argument(
+        "--weight-step", type=positive_float, default=defaults.weight_step, help="rule-weight mirror-descent step"
+    )
+    parser.add_argument(
+        "--neural-step", type=positive_float, default=defaults.neural_step, help="network learning rate, joint"
+    )
+    parser.add_argument(
+        "--admm-iterations", type=positive_int, default=defaults.admm_iterations, help="ADMM cap while learning"
+    )
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS, help="methods to run")
     parser.add_argument("--data-dir", type=Path, help="folder of the Planetoid files (default: PSLBRIDGE_PLANETOID)")
     parser.add_argument("--seed", type=int, default=0, help="base seed of the splits")
@@ -465,7 +482,15 @@ def main(argv: list[str] | None = None) -> int:
     add_ray_arguments(parser)
     args = parser.parse_args(argv)
     ray = RayOptions.from_args(args, parser)
-    setting = CitationSetting(steps=args.steps)
+    setting = CitationSetting(
+        learning_rate=args.learning_rate,
+        l2=args.l2,
+        pretrain_epochs=args.pretrain_epochs,
+        steps=args.steps,
+        weight_step=args.weight_step,
+        neural_step=args.neural_step,
+        admm_iterations=args.admm_iterations,
+    )
     for name in args.datasets:
         run_dataset(name, args.splits, setting, args.out, args.seed, args.data_dir, tuple(args.methods), ray)
     print(write_table(args.out))

@@ -394,18 +394,36 @@ def addition_spec(
 # --- networks (paper's neural architecture table) ----------------------------------------------
 
 
-def lenet(classes: int = 10, learning_rate: float = 1e-3, input_shape: tuple[int, ...] = (28, 28, 1)) -> Any:
+def lenet(
+    classes: int = 10,
+    learning_rate: float = 1e-3,
+    input_shape: tuple[int, ...] = (28, 28, 1),
+    shift: float = 0.0,
+) -> Any:
     """The paper's LeNet-style CNN, compiled with Adam.
 
     conv 6@5x5, maxpool, ReLU, conv 16@5x5, maxpool, ReLU, dense 120, dense 84, dense ``classes`` softmax.
 
+    Args:
+        classes: Output classes.
+        learning_rate: Adam's learning rate.
+        input_shape: Shape of one image.
+        shift: With ``shift > 0``, training calls first move each image by a random fraction of its size up to
+            ``shift`` along each axis (zero padding; inference calls are unchanged): data augmentation.
+
     Example:
         >>> lenet().count_params()
         44426
+        >>> import numpy as np
+        >>> net, image = lenet(shift=0.1), np.random.default_rng(0).random((1, 28, 28, 1))
+        >>> bool(np.allclose(net(image, training=False), net(image, training=False)))  # inference: unshifted
+        True
     """
     import keras
 
-    model = keras.Sequential([*lenet_layers(input_shape), keras.layers.Dense(classes, activation="softmax")])
+    augment = [keras.layers.RandomTranslation(shift, shift, fill_mode="constant")] if shift > 0 else []
+    layers = lenet_layers(input_shape)
+    model = keras.Sequential([layers[0], *augment, *layers[1:], keras.layers.Dense(classes, activation="softmax")])
     model.compile(optimizer=keras.optimizers.Adam(learning_rate), loss="categorical_crossentropy")
     return model
 

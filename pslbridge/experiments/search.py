@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .arguments import positive_int
-from .mnist_add_runner import Setting, memory_estimate_mb, validate_split
+from .mnist_add_runner import Setting, default_shift, memory_estimate_mb, validate_split
 from .sweep import require_ray, start_ray
 
 __all__ = ["main", "parse_space", "search", "trial"]
@@ -201,7 +201,13 @@ def main(argv: list[str] | None = None) -> int:
         space = parse_space(args.space)
     except ValueError as exc:
         parser.error(str(exc))
-    base = Setting(digits=1, additions=args.additions, epochs=args.epochs, steps_per_epoch=args.steps_per_epoch)
+    base = Setting(
+        digits=1,
+        additions=args.additions,
+        epochs=args.epochs,
+        steps_per_epoch=args.steps_per_epoch,
+        shift=default_shift(1, args.additions),
+    )
     report = search(
         base,
         space,
