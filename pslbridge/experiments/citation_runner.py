@@ -363,7 +363,7 @@ def run_split(
         results.append(_lp_only(graph, split))
     if "gcn" in methods:
         results.append(_gcn(graph, split, seed + split_id))
-    rows = [{"dataset": name, "split": split_id, **asdict(setting), **result} for result in results]
+    rows = [{"dataset": name, "split": split_id, "seed": seed, **asdict(setting), **result} for result in results]
     return json.loads(json.dumps(rows, default=lambda v: v.item() if isinstance(v, np.generic) else str(v)))
 
 
@@ -380,7 +380,8 @@ def _run_on_ray(
     rows: list[dict[str, Any]] = []
 
     def record(run: Run, result: dict[str, Any]) -> None:
-        failed = {"dataset": name, "split": run.kwargs["split_id"], **asdict(setting), "error": result.get("error")}
+        failed = {"dataset": name, "split": run.kwargs["split_id"], "seed": seed, **asdict(setting)}
+        failed["error"] = result.get("error")
         rows.extend(write_rows(out / "results.csv", [failed] if "error" in result else result["rows"], _FIELDS))
 
     kwargs = {"name": name, "setting": asdict(setting), "seed": seed, "data_dir": data_dir and str(data_dir)}
@@ -408,6 +409,7 @@ def run_split_task(
 _FIELDS = [
     "dataset",
     "split",
+    "seed",
     "method",
     "test_acc",
     "val_acc",
@@ -424,19 +426,19 @@ def write_table(out: Path) -> str:
     lines = [
         "# Citation results (test accuracy %, mean ± std over splits)",
         "",
-        "| data set | method | splits | accuracy | paper | learn s | warm inference s | cold inference s |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "| data set | method | seed | splits | accuracy | paper | learn s | warm inference s | cold inference s |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
 
     def mean_of(group: list[dict[str, str]], key: str) -> str:
         values = [float(r[key]) for r in group if r.get(key) not in (None, "")]
         return f"{statistics.mean(values):.3f}" if values else "–"
 
-    for (dataset, method), group in read_groups(out / "results.csv", ["dataset", "method"]).items():
+    for (dataset, method, seed), group in read_groups(out / "results.csv", ["dataset", "method", "seed"]).items():
         paper = PAPER.get((dataset, method))
         paper_text = "" if paper is None else (f"{paper[0]:.2f}" + (f" ± {paper[1]:.2f}" if paper[1] else ""))
         lines.append(
-            f"| {dataset} | {method} | {len(group)} | {mean_std([float(r['test_acc']) for r in group])} | "
+            f"| {dataset} | {method} | {seed} | {len(group)} | {mean_std([float(r['test_acc']) for r in group])} | "
             f"{paper_text} | {mean_of(group, 'learn_s')} | {mean_of(group, 'infer_warm_s')} | "
             f"{mean_of(group, 'infer_cold_s')} |"
         )

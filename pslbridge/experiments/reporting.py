@@ -68,14 +68,17 @@ def write_rows(path: Path, rows: Sequence[dict[str, Any]], fields: Sequence[str]
 
 
 def read_groups(path: Path, keys: Sequence[str]) -> dict[tuple[str, ...], list[dict[str, str]]]:
-    """Rows of a results CSV grouped by the values of ``keys``, in sorted key order (failed runs left out)."""
+    """Rows of a results CSV grouped by the values of ``keys``, in sorted key order (failed runs left out).
+
+    A key a row lacks (a column added after the file was started) groups as ``""``.
+    """
     with open(path) as handle:
         rows = list(csv.DictReader(handle))
     groups: dict[tuple[str, ...], list[dict[str, str]]] = {}
     for row in rows:
         if row.get("error"):
             continue
-        groups.setdefault(tuple(row[k] for k in keys), []).append(row)
+        groups.setdefault(tuple(row.get(k) or "" for k in keys), []).append(row)
     return dict(sorted(groups.items()))
 
 

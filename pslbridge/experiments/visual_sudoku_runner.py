@@ -182,7 +182,7 @@ def split_rows(setting: SudokuSetting, split: int, seed: int, baselines: bool = 
     results = [_neupsl(setting, train, val, test, mnist)]
     if baselines:
         results += [_baseline(kind, setting, train, val, test, mnist) for kind in ("visual", "digit")]
-    rows = [{"setting": setting.name, "split": split, **asdict(setting), **result} for result in results]
+    rows = [{"setting": setting.name, "split": split, "seed": seed, **asdict(setting), **result} for result in results]
     return json.loads(json.dumps(rows, default=lambda v: v.item() if isinstance(v, np.generic) else str(v)))
 
 
@@ -200,6 +200,7 @@ def _run_on_ray(
         failed = {
             "setting": setting.name,
             "split": run.kwargs["split"],
+            "seed": seed,
             **asdict(setting),
             "error": result.get("error"),
         }
@@ -221,6 +222,7 @@ def _run_on_ray(
 _FIELDS = [
     "setting",
     "split",
+    "seed",
     "method",
     "puzzle_acc",
     "distinguish_acc",
@@ -236,16 +238,16 @@ def write_table(out: Path) -> str:
     lines = [
         "# Visual Sudoku results (test accuracy %, mean ± std over splits)",
         "",
-        "| setting | method | splits | puzzle accuracy | digit distinguishing | learn s | inference s |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        "| setting | method | seed | splits | puzzle accuracy | digit distinguishing | learn s | inference s |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for (setting, method), group in read_groups(out / "results.csv", ["setting", "method"]).items():
+    for (setting, method, seed), group in read_groups(out / "results.csv", ["setting", "method", "seed"]).items():
         values = {
             key: [float(r[key]) if r.get(key) not in (None, "") else float("nan") for r in group]
             for key in ("puzzle_acc", "distinguish_acc", "learn_s", "infer_s")
         }
         lines.append(
-            f"| {setting} | {method} | {len(group)} | {mean_std(values['puzzle_acc'])} | "
+            f"| {setting} | {method} | {seed} | {len(group)} | {mean_std(values['puzzle_acc'])} | "
             f"{mean_std(values['distinguish_acc'])} | {np.nanmean(values['learn_s']):.1f} | "
             f"{np.nanmean(values['infer_s']):.3f} |"
         )
