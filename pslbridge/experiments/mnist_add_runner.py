@@ -767,18 +767,22 @@ def write_table(out: Path) -> str:
     Example:
         >>> import tempfile; out = Path(tempfile.mkdtemp())
         >>> row = {"setting": "add1-300", "split": 0, "seed": 7, "method": "NeuPSL", "sum_acc": 90.0, "digits": 1,
-        ...        "additions": 300, "overlap": 0, "learn_s": 100.0, "step_s": 0.05, "infer_s": 0.1, "wall_s": 120.0}
+        ...        "additions": 300, "overlap": 0, "learn_s": 100.0, "step_s": 0.05, "infer_s": 0.1, "wall_s": 120.0,
+        ...        "epochs": 125, "steps_per_epoch": 20, "learning_rate": 1e-3, "shift": 0.1}
         >>> for r in (row, {**row, "split": 1, "sum_acc": 92.0}):
         ...     append_csv(out / "results.csv", r, _FIELDS)
-        >>> print(write_table(out).splitlines()[4])
-        | add1-300 | NeuPSL | 7 | 2 | 91.00 ± 1.41 |  | – | 82.58 ± 2.56 | 100 | 0.050 | 0.100 | 4.0 |
+        >>> cells = write_table(out).splitlines()[4].split(" | ")
+        >>> cells[:5], cells[7]
+        (['| add1-300', 'NeuPSL', '7', '2', '91.00 ± 1.41'], '82.58 ± 2.56')
+        >>> cells[8:]
+        ['125 x 20 = 2500 steps, Adam 0.001 constant, shift 0.1', '100', '0.050', '0.100', '4.0 |']
     """
     lines = [
         "# MNIST-Addition results (test accuracy %, mean ± std over splits)",
         "",
         "| setting | method | seed | splits | sum accuracy | sum via place sums (Add2) | digit accuracy "
-        "| paper (NeuPSL) | learn s | step s | inference s | wall min (all splits) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| paper (NeuPSL) | schedule | learn s | step s | inference s | wall min (all splits) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|",
     ]
     for (setting, method, seed), group in read_groups(out / "results.csv", ["setting", "method", "seed"]).items():
         digits, additions = int(group[0]["digits"]), int(group[0]["additions"])
@@ -793,8 +797,8 @@ def write_table(out: Path) -> str:
         lines.append(
             f"| {setting} | {method} | {seed} | {len(group)} | {mean_std(floats['sum_acc'])} | "
             f"{mean_std(floats['place_sum_acc']) if digits == 2 else ''} | "
-            f"{mean_std(floats['digit_acc'])} | {paper_text} | {means['learn_s']:.0f} | "
-            f"{means['step_s']:.3f} | {means['infer_s']:.3f} | {wall:.1f} |"
+            f"{mean_std(floats['digit_acc'])} | {paper_text} | {_schedule(group[0], method)} | "
+            f"{means['learn_s']:.0f} | {means['step_s']:.3f} | {means['infer_s']:.3f} | {wall:.1f} |"
         )
     lines += [
         "",
@@ -804,6 +808,18 @@ def write_table(out: Path) -> str:
     text = "\n".join(lines) + "\n"
     (out / "results.md").write_text(text)
     return text
+
+
+def _schedule(row: dict[str, str], method: str) -> str:
+    """The learning schedule of a results row, e.g. ``125 x 20 steps, Adam 0.001 constant, shift 0.1``."""
+    if method != "NeuPSL" or not row.get("epochs"):
+        return ""
+    batches = int(row.get("batches") or 1)
+    steps = int(row["epochs"]) * int(row["steps_per_epoch"]) * batches
+    text = f"{row['epochs']} x {row['steps_per_epoch']}{f' x {batches}' if batches > 1 else ''} = {steps} steps"
+    text += f", Adam {float(row['learning_rate']):g} {row.get('lr_schedule') or 'constant'}"
+    extras = [f"{name} {float(row[name]):g}" for name in ("shift", "weight_average") if float(row.get(name) or 0)]
+    return ", ".join([text, *extras])
 
 
 def main(argv: list[str] | None = None) -> int:
