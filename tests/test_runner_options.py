@@ -86,6 +86,8 @@ def test_shift_moves_training_images_and_leaves_inference_alone():
     np.testing.assert_array_equal(np.asarray(net(image, training=False)), np.asarray(net(image, training=False)))
     plain = lenet()
     assert len(plain.layers) == len(net.layers) - 1
+    with pytest.raises(ValueError, match="shift"):
+        lenet(shift=1.0)
 
 
 @pytest.mark.parametrize("option", ["--shift", "--weight-average"])

@@ -421,6 +421,8 @@ def lenet(
     """
     import keras
 
+    if not 0.0 <= shift < 1.0:
+        raise ValueError(f"shift must lie in [0, 1), got {shift}")
     augment = [keras.layers.RandomTranslation(shift, shift, fill_mode="constant")] if shift > 0 else []
     layers = lenet_layers(input_shape)
     model = keras.Sequential([layers[0], *augment, *layers[1:], keras.layers.Dense(classes, activation="softmax")])
