@@ -113,7 +113,9 @@ def _learning_goals(out: Path) -> list[tuple[str, str, str]]:
                 "pslbridge reaches the official loop's final MNIST-Add1-300 accuracy in ≤ 1/3 of its time",
                 "holds" if len(reached) == len(reach) and max(reached) <= 1 / 3 else "missed",
                 f"reached on {len(reached)} of {len(reach)} splits"
-                + (f", at {', '.join(f'{r:.2f}' for r in reached)} of the official time" if reached else ""),
+                + (f", at {', '.join(f'{r:.2f}' for r in reached)} of the official time" if reached else "")
+                # pslbridge's data augmentation (the official loop has none): 0 is the paper's recipe on both sides
+                + f"; pslbridge image shift {', '.join(sorted({r.get('shift') or '0' for r in curve}))}",
             )
         )
     return found
