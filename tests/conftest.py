@@ -23,6 +23,17 @@ TIGHT = {
 
 
 @pytest.fixture(scope="session")
+def mnist():
+    """MNIST as ``(x_train, y_train, x_test, y_test)``, loaded once; missing data fails the test."""
+    from pslbridge.datasets.mnist import DataError, load_mnist
+
+    try:
+        return load_mnist()
+    except DataError as exc:
+        pytest.fail(f"MNIST missing: {exc}")  # `make test` prepares it with `make data`
+
+
+@pytest.fixture(scope="session")
 def jvm_started():
     """Start the process's one JVM (lazily, once) and return the jvm module."""
     from pslbridge import jvm

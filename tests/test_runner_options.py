@@ -9,21 +9,12 @@ import pytest
 
 pytest.importorskip("tensorflow", reason="TensorFlow is an optional extra (pip install pslbridge[tf])")
 
-from pslbridge.datasets.mnist import DataError, load_mnist  # noqa: E402
 from pslbridge.experiments import mnist_add_runner  # noqa: E402
 from pslbridge.experiments.mnist_add import lenet  # noqa: E402
 from pslbridge.experiments.mnist_add_runner import Setting, WeightAverage  # noqa: E402
 from pslbridge.training import set_seed  # noqa: E402
 
 TINY = {"digits": 1, "additions": 20, "test_additions": 20, "val_additions": 20, "steps_per_epoch": 4}
-
-
-@pytest.fixture(scope="module")
-def mnist():
-    try:
-        return load_mnist()
-    except DataError as exc:
-        pytest.fail(f"MNIST missing: {exc}")  # `make test` prepares it with `make data`
 
 
 def test_weight_average_is_the_bias_corrected_exponential_average():

@@ -8,19 +8,10 @@ import pytest
 tf = pytest.importorskip("tensorflow", reason="TensorFlow is an optional extra (pip install pslbridge[tf])")
 
 from pslbridge import Bridge  # noqa: E402
-from pslbridge.datasets.mnist import DataError, load_mnist  # noqa: E402
 from pslbridge.experiments.mnist_add import addition_spec, lenet, make_additions, prepare_images  # noqa: E402
 from pslbridge.training import NeuralBinding, Trainer, set_seed  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("jvm_started")
-
-
-@pytest.fixture(scope="module")
-def mnist():
-    try:
-        return load_mnist()
-    except DataError as exc:
-        pytest.fail(f"MNIST missing: {exc}")  # `make test` prepares it with `make data`
 
 
 def _sum_accuracy(bridge, additions, probs):
