@@ -263,6 +263,7 @@ def watch_heap() -> None:
                 pools.append(pool)
     _HEAP_POOLS[:] = pools  # kept: asking for the pools again allocates, which fails once the heap is full
     heap_ran_out()
+    heap_peaked()
 
 
 def heap_ran_out() -> bool:
@@ -280,15 +281,48 @@ def heap_ran_out() -> bool:
     """
     try:
         count = sum(int(pool.getCollectionUsageThresholdCount()) for pool in _HEAP_POOLS)
-    except Exception as exc:  # noqa: BLE001 - the JVM may be too short of memory to answer
-        return _is_out_of_memory(exc)
+    except Exception:  # noqa: BLE001 - a JVM too short of memory to answer fails in several ways
+        # An OutOfMemoryError, or JPype's "Fatal error" when it cannot even build the Java exception: either
+        # way these read-only calls fail only for want of heap.
+        return True
     seen, _HEAP_FULL_SEEN[0] = _HEAP_FULL_SEEN[0], count
     return count > seen
+
+
+def heap_peaked() -> bool:
+    """Return True if a heap pool was nearly full at any moment since the last call, then reset the peaks.
+
+    Weaker evidence than :func:`heap_ran_out` (a busy heap fills up before each full collection), so it
+    only decides for errors that are themselves the usual symptoms of an exhaustion on another thread (see
+    :func:`translate`). If the question fails, the answer is True, as for :func:`heap_ran_out`.
+
+    Example:
+        >>> heap_peaked()
+        False
+    """
+    try:
+        peaked = any(
+            pool.getPeakUsage().getUsed() >= HEAP_FULL_FRACTION * pool.getUsage().getMax() for pool in _HEAP_POOLS
+        )
+        for pool in _HEAP_POOLS:
+            pool.resetPeakUsage()
+    except Exception:  # noqa: BLE001 - as in heap_ran_out
+        return True
+    return peaked
 
 
 def _is_out_of_memory(exc: BaseException) -> bool:
     """True for a Java ``OutOfMemoryError`` (told by its Python type: asking Java may fail for want of heap)."""
     return type(exc).__name__.endswith("java.lang.OutOfMemoryError")
+
+
+#: Errors that a thread meets when another thread has just exhausted the heap and the cause was lost.
+_LOST_OOM_CLASSES = ("java.lang.BootstrapMethodError", "java.lang.NoClassDefFoundError")
+
+
+def _lost_out_of_memory(names: Sequence[str], messages: Sequence[str]) -> bool:
+    """True for the errors that a heap exhaustion on a worker thread leaves on the main thread."""
+    return any(n in _LOST_OOM_CLASSES for n in names) or any("Self-suppression not permitted" in m for m in messages)
 
 
 def translate(
@@ -341,7 +375,9 @@ def translate(
             return _rule_error(chain, names, messages, rule, path, line, parser_message or "")
     # A model or rule error above is the model's fault whatever the heap did; any other failure right after the
     # heap filled up is blamed on the heap (its cause may have been lost, see heap_ran_out), its Java error kept.
-    if heap_ran_out() or out_of_memory:
+    # Both checks run (each forgets what it answered); the peak decides only for an exhaustion's usual symptoms.
+    ran_out, peaked = heap_ran_out(), heap_peaked()
+    if out_of_memory or ran_out or (peaked and _lost_out_of_memory(names, messages)):
         return EngineMemoryError(
             f"the Java heap ran out during {context} ({detail}); "
             "raise it with pslbridge.jvm.configure(max_heap='8g') or PSLBRIDGE_HEAP=8g before the JVM starts",
@@ -415,6 +451,7 @@ def guard(context: str, *, rule: str | None = None, path: str | None = None, lin
             if isinstance(exc, RuntimeError) and "Fatal error" in str(exc):
                 # JPype could not even build the Java exception: in practice the heap ran out.
                 heap_ran_out()  # this exhaustion is now reported
+                heap_peaked()
                 raise EngineMemoryError(
                     f"the JVM failed during {context} ({exc}); this happens when the Java heap is exhausted: "
                     "raise it with pslbridge.jvm.configure(max_heap='8g') or PSLBRIDGE_HEAP=8g",
@@ -564,7 +601,7 @@ def release_workers(timeout_s: float = 30.0) -> None:
     filling the heap. This shuts the pool down and waits (up to ``timeout_s``) until its threads have
     ended; while the heap is still full each step may itself fail, so it is retried. The next parallel
     task starts a fresh pool. Afterwards a heap exhaustion already reported is forgotten
-    (:func:`heap_ran_out`), so a later, unrelated failure is not blamed on it.
+    (:func:`heap_ran_out`, :func:`heap_peaked`), so a later, unrelated failure is not blamed on it.
 
     Args:
         timeout_s: How long to keep trying before giving up (the caller is already failing).
@@ -596,6 +633,7 @@ def release_workers(timeout_s: float = 30.0) -> None:
                 break
             time.sleep(0.1)
     heap_ran_out()
+    heap_peaked()
 
 
 def _prepare_recovery() -> None:

@@ -270,3 +270,64 @@ def test_signals_during_a_solve_behave_as_in_python(tmp_path, name):
         assert violated == 0 and iterations > 10
     else:
         assert proc.returncode == -signal.SIGTERM and first == "", err[-3000:]
+
+
+class _FakePool:
+    """A heap pool that reports a fixed collection count and peak (or fails as an exhausted JVM does)."""
+
+    def __init__(self, *, count: int = 0, peak: float = 0.0, fails: bool = False) -> None:
+        self.count, self.peak, self.fails, self.resets = count, peak, fails, 0
+
+    def _usage(self, used: float):
+        return type("Usage", (), {"getUsed": lambda _: used, "getMax": lambda _: 1.0})()
+
+    def getCollectionUsageThresholdCount(self):  # noqa: N802 - the Java bean's name
+        if self.fails:
+            raise RuntimeError("Fatal error occurred")  # what JPype raises when it cannot build the exception
+        return self.count
+
+    def getPeakUsage(self):  # noqa: N802
+        if self.fails:
+            raise RuntimeError("Fatal error occurred")
+        return self._usage(self.peak)
+
+    def getUsage(self):  # noqa: N802
+        return self._usage(0.5)
+
+    def resetPeakUsage(self):  # noqa: N802
+        self.resets += 1
+
+
+def _raised(java_class: str, message: str) -> BaseException:
+    try:
+        raise __import__("jpype").JClass(java_class)(message)
+    except Exception as exc:  # noqa: BLE001 - the JPype exception is what translate() receives
+        return exc
+
+
+def test_an_exhaustion_whose_cause_was_lost_is_still_the_memory_error(jvm_started, monkeypatch):
+    """The heap test above failed once in CI as a plain EngineError: the main thread met a BootstrapMethodError
+    after a worker ran out of heap. A heap pool that cannot be asked (the JVM too short of memory to answer) or
+    that was full at some moment since the last check now makes such a symptom the memory error; an ordinary
+    error is still an EngineError, and each exhaustion is reported once."""
+    from pslbridge import _java
+    from pslbridge.errors import EngineError, EngineMemoryError
+
+    bootstrap = _raised("java.lang.BootstrapMethodError", "bootstrap method initialization exception")
+    ordinary = _raised("java.lang.NumberFormatException", "seven")
+
+    monkeypatch.setattr(_java, "_HEAP_POOLS", [_FakePool(fails=True)])
+    assert _java.heap_ran_out() and _java.heap_peaked()
+    assert type(_java.translate(bootstrap, "grounding")) is EngineMemoryError
+
+    pool = _FakePool(count=0, peak=1.0)
+    monkeypatch.setattr(_java, "_HEAP_POOLS", [pool])
+    _java.heap_ran_out()  # takes the fake pool's count in
+    assert not _java.heap_ran_out()
+    translated = _java.translate(bootstrap, "grounding")
+    assert type(translated) is EngineMemoryError and "max_heap" in str(translated)
+    assert pool.resets == 1  # the peak answers once
+    pool.peak = 0.5
+    assert type(_java.translate(bootstrap, "grounding")) is EngineError
+    pool.peak = 1.0
+    assert type(_java.translate(ordinary, "reading a number")) is EngineError  # not an exhaustion's symptom
