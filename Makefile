@@ -60,10 +60,8 @@ lint: setup
 reproduce-mnist-add: setup data
 	$(PY) -m pslbridge.experiments mnist-add --digits 1 --additions 300 --splits 5 --seed $(SEED) --out out/mnist-add
 	$(PY) -m pslbridge.experiments mnist-add --digits 1 --additions 3000 --splits 5 --seed $(SEED) --out out/mnist-add
-	$(PY) -m pslbridge.experiments mnist-add --digits 2 --additions 150 --splits 5 --model neupsl \
-		--batches 15 --epochs 20 --steps-per-epoch 5 --seed $(SEED) --out out/mnist-add
-	$(PY) -m pslbridge.experiments mnist-add --digits 2 --additions 1500 --splits 5 --model neupsl \
-		--batches 50 --epochs 20 --steps-per-epoch 1 --seed $(SEED) --out out/mnist-add
+	$(PY) -m pslbridge.experiments mnist-add --digits 2 --additions 150 --splits 5 --seed $(SEED) --out out/mnist-add
+	$(PY) -m pslbridge.experiments mnist-add --digits 2 --additions 1500 --splits 5 --seed $(SEED) --out out/mnist-add
 
 # The overlap variant (paper Fig. "varying amounts of overlap"): n unique images, m in {0, n/2, n} re-sampled.
 # MNIST-Add1, n = 40 / 60 / 80 unique images (--additions n/2, --overlap m); about 1 minute per split on 2 cores.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -100,3 +101,58 @@ def test_cli_defaults_shift_for_small_add1_and_records_the_options(tmp_path, mni
     assert row["setting"] == "add1-20-ema0.5-shift0.1"
     assert float(row["shift"]) == 0.1 and float(row["weight_average"]) == 0.5
     assert mnist_add_runner.default_shift(1, 3000) == 0.0 == mnist_add_runner.default_shift(2, 150)
+
+
+def _cli_setting(monkeypatch, argv: list[str]) -> Setting:
+    """The Setting that ``mnist-add`` would run for ``argv`` (captured instead of training)."""
+    captured = {}
+    monkeypatch.setattr(mnist_add_runner, "run_setting", lambda setting, *a, **k: captured.setdefault("s", setting))
+    monkeypatch.setattr(mnist_add_runner, "write_table", lambda out: "")
+    assert mnist_add_runner.main(argv) == 0
+    return captured["s"]
+
+
+def test_add2_defaults_are_the_reproduction_schedules_and_flags_override_them(monkeypatch, tmp_path):
+    """``mnist-add --digits 2`` with no schedule flags runs what ``make reproduce-mnist-add`` runs for that size
+    (the authors' form and caps, 15 batches x 5 passes for 150 additions, 50 x 1 for 1,500); a flag replaces
+    only its own field; Add1 keeps its tuned defaults."""
+    out = ["--out", str(tmp_path)]
+    add2 = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "150", *out])
+    assert add2 == mnist_add_runner.default_setting(2, 150)
+    assert (add2.name, add2.epochs, add2.steps_per_epoch, add2.batches) == ("add2-150-neupsl-b15", 20, 5, 15)
+    assert (add2.admm_iterations, add2.eval_admm_iterations, add2.test_admm_iterations) == (100, 100, 1000)
+    assert (add2.eval_reasoner, add2.shift, add2.test_additions) == ("admm", 0.0, 250)
+    big = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "1500", *out])
+    assert (big.name, big.steps_per_epoch, big.batches) == ("add2-1500-neupsl-b50", 1, 50)
+    flags = ["--batches", "5", "--epochs", "3"]
+    changed = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "150", *flags, *out])
+    assert (changed.batches, changed.epochs, changed.steps_per_epoch) == (5, 3, 5)
+    add1 = _cli_setting(monkeypatch, ["--additions", "300", *out])
+    assert (add1.epochs, add1.steps_per_epoch, add1.batches, add1.shift) == (125, 20, 1, 0.1)
+    assert (add1.model, add1.eval_reasoner, add1.admm_iterations, add1.eval_admm_iterations) == (
+        "figure",
+        "dualbcd",
+        500,
+        None,
+    )
+
+
+def test_search_takes_add2_with_the_runner_defaults_as_its_base(monkeypatch, tmp_path):
+    from pslbridge.experiments import search
+
+    captured = {}
+
+    def fake_search(base, space, out, **kwargs):
+        captured.update(base=base, space=space, kwargs=kwargs)
+        (out / "search.md").parent.mkdir(parents=True, exist_ok=True)
+        (out / "search.md").write_text("Chosen: {}\n")
+        return {"chosen": {}}
+
+    monkeypatch.setattr(search, "search", fake_search)
+    argv = ["--digits", "2", "--additions", "150", "--space", "learning_rate=choice:0.001,0.003", "--samples", "2"]
+    assert search.main([*argv, "--out", str(tmp_path)]) == 0
+    assert captured["base"] == mnist_add_runner.default_setting(2, 150)
+    assert captured["kwargs"]["seed"] == 100  # the tuning seed, never reported on
+    argv = ["--space", "learning_rate=choice:0.001", "--epochs", "7", "--out", str(tmp_path)]
+    assert search.main(argv) == 0
+    assert captured["base"] == replace(mnist_add_runner.default_setting(1, 300), epochs=7)

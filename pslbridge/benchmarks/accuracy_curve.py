@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -111,22 +112,10 @@ def run_split(seed: int, split: int, steps: int, every: int, out: Path, shift: f
     loop runs it).
     """
     from ..datasets.mnist import load_mnist
-    from ..experiments.mnist_add_runner import (
-        Setting,
-        _NeuPSLRun,
-        _split_data,
-        default_eval_reasoner,
-        default_shift,
-    )
+    from ..experiments.mnist_add_runner import _NeuPSLRun, _split_data, default_setting
 
-    setting = Setting(
-        digits=1,
-        additions=300,
-        epochs=max(1, steps // 20),
-        curve=True,
-        eval_reasoner=default_eval_reasoner(1),
-        shift=default_shift(1, 300) if shift is None else shift,
-    )
+    setting = replace(default_setting(1, 300), epochs=max(1, steps // 20), curve=True)
+    setting = setting if shift is None else replace(setting, shift=shift)
     mnist = load_mnist()
     data = _split_data(setting, split, seed, mnist[1], mnist[3])
     ours = _NeuPSLRun(setting, split, seed, data, mnist)

@@ -28,7 +28,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,7 @@ __all__ = [
     "decode_sums",
     "default_epochs",
     "default_eval_reasoner",
+    "default_setting",
     "default_shift",
     "main",
     "memory_estimate_mb",
@@ -189,17 +190,20 @@ def network_optimizer(setting: Setting, programs: int = 1) -> Any:
 
 
 def default_epochs(digits: int, additions: int) -> int:
-    """The runner's default epochs (of 20 steps): 125 for Add1 under 1,000 additions, else 25.
+    """The runner's default epochs: for Add1 (20 full-batch steps each), 125 under 1,000 additions, else 25; Add2: 20.
 
     Chosen on validation sum accuracy only (tuning seed 100, splits 0-2, MNIST-Add1-300, full batch): 25 epochs
     gave 80.3 %, with the best epoch at the last one or two on every split (still learning); 125 epochs gave
-    85.7 % (best epochs 68-124). Larger settings take 10x more data per step and were not tuned: they keep 25.
+    85.7 % (best epochs 68-124). Larger Add1 settings take 10x more data per step and were not tuned: they keep
+    25. MNIST-Add2's epochs are passes over mini-batches (:func:`default_setting`).
 
     Example:
         >>> default_epochs(1, 300), default_epochs(1, 3000), default_epochs(2, 150)
-        (125, 25, 25)
+        (125, 25, 20)
     """
-    return 125 if digits == 1 and additions < 1000 else 25
+    if digits == 2:
+        return 20
+    return 125 if additions < 1000 else 25
 
 
 def default_shift(digits: int, additions: int) -> float:
@@ -218,6 +222,63 @@ def default_shift(digits: int, additions: int) -> float:
         (0.1, 0.0, 0.0)
     """
     return 0.1 if digits == 1 and additions < 1000 else 0.0
+
+
+def default_setting(digits: int, additions: int) -> Setting:
+    """The runner's defaults for one MNIST-Addition size: what ``mnist-add`` runs when given no schedule flags.
+
+    Add1: the paper-figure rules, full batch, :func:`default_epochs` of 20 steps capped at 500 ADMM
+    iterations, :func:`default_shift`, dual-BCD decoding, 500 test additions. Add2: the NeuPSL authors' rule
+    form and caps (100 ADMM iterations while learning and validating; 1,000 for the test solve), ADMM decoding,
+    no shift, 250 test additions, and 20 epochs over mini-batches of about 10 additions, 5 passes each, under
+    1,000 additions (Add2-150: 15 batches, chosen in an earlier round on seed 0, splits 0-1), or of 30 additions,
+    1 pass each, from 1,000 up (Add2-1500: 50 batches, not tuned). These are the schedules that ``make
+    reproduce-mnist-add`` runs; :data:`TUNING` says where each was chosen.
+
+    Args:
+        digits: 1 (Add1) or 2 (Add2).
+        additions: Training additions.
+
+    Returns:
+        The :class:`Setting` (replace fields with :func:`dataclasses.replace`).
+
+    Example:
+        >>> s = default_setting(2, 150)
+        >>> s.name, s.epochs, s.steps_per_epoch, s.batches, s.admm_iterations, s.test_admm_iterations
+        ('add2-150-neupsl-b15', 20, 5, 15, 100, 1000)
+        >>> default_setting(2, 1500).batches, default_setting(2, 1500).steps_per_epoch
+        (50, 1)
+        >>> s = default_setting(1, 300)
+        >>> s.name, s.epochs, s.batches, s.eval_reasoner, s.test_additions
+        ('add1-300-shift0.1', 125, 1, 'dualbcd', 500)
+    """
+    if digits == 1:
+        return Setting(
+            digits=1,
+            additions=additions,
+            test_additions=500,
+            epochs=default_epochs(1, additions),
+            steps_per_epoch=20,
+            admm_iterations=500,
+            shift=default_shift(1, additions),
+            model="figure",
+            eval_reasoner=default_eval_reasoner(1),
+        )
+    small = additions < 1000
+    return Setting(
+        digits=2,
+        additions=additions,
+        test_additions=250,
+        epochs=default_epochs(2, additions),
+        steps_per_epoch=5 if small else 1,
+        batches=max(1, round(additions / (10 if small else 30))),
+        admm_iterations=100,
+        eval_admm_iterations=100,
+        test_admm_iterations=1000,
+        shift=default_shift(2, additions),
+        model="neupsl",
+        eval_reasoner=default_eval_reasoner(2),
+    )
 
 
 def default_eval_reasoner(digits: int) -> str:
@@ -836,9 +897,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--splits", type=positive_int, default=5, help="splits to run")
     parser.add_argument("--first-split", type=non_negative_int, default=0, help="number of the first split")
     parser.add_argument(
-        "--epochs", type=positive_int, help="epochs (default: 125 for Add1 under 1,000 additions, else 25)"
+        "--epochs", type=positive_int, help="epochs (default: 125 for Add1 under 1,000 additions, 25 above, Add2 20)"
     )
-    parser.add_argument("--steps-per-epoch", type=positive_int, default=20, help="passes over the batches per epoch")
+    parser.add_argument(
+        "--steps-per-epoch", type=positive_int, help="passes over the batches per epoch (default: Add1 20, Add2 5 or 1)"
+    )
     parser.add_argument("--test-additions", type=positive_int, help="test additions (default: 500 Add1, 250 Add2)")
     parser.add_argument("--val-additions", type=positive_int, default=100, help="validation additions")
     parser.add_argument("--admm-iterations", type=positive_int, help="ADMM cap while learning (500 Add1, 100 Add2)")
@@ -875,7 +938,11 @@ def main(argv: list[str] | None = None) -> int:
         choices=("figure", "neupsl"),
         help="rules: the paper figure or the NeuPSL authors' form (default: figure for Add1, neupsl for Add2)",
     )
-    parser.add_argument("--batches", type=positive_int, default=1, help="mini-batches of training additions")
+    parser.add_argument(
+        "--batches",
+        type=positive_int,
+        help="mini-batches of training additions (default: Add1 1; Add2 about 10 additions each under 1,000, else 30)",
+    )
     parser.add_argument("--reasoner", choices=("admm", "dualbcd"), default="admm", help="reasoner while learning")
     parser.add_argument(
         "--eval-reasoner",
@@ -891,26 +958,29 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(format="%(asctime)s %(message)s")
     log.setLevel(logging.INFO)  # one line per epoch: the runs are long
-    setting = Setting(
-        digits=args.digits,
-        additions=args.additions,
+    # Flags left out take default_setting's values for this size (the schedules make reproduce-mnist-add runs).
+    given = {
+        "test_additions": args.test_additions,
+        "epochs": args.epochs,
+        "steps_per_epoch": args.steps_per_epoch,
+        "admm_iterations": args.admm_iterations,
+        "eval_admm_iterations": args.eval_admm_iterations,
+        "test_admm_iterations": args.test_admm_iterations,
+        "shift": args.shift,
+        "model": args.model,
+        "batches": args.batches,
+        "eval_reasoner": args.eval_reasoner,
+    }
+    setting = replace(
+        default_setting(args.digits, args.additions),
+        **{name: value for name, value in given.items() if value is not None},
         overlap=args.overlap,
-        test_additions=args.test_additions or (500 if args.digits == 1 else 250),
         val_additions=args.val_additions,
-        epochs=args.epochs or default_epochs(args.digits, args.additions),
-        steps_per_epoch=args.steps_per_epoch,
-        admm_iterations=args.admm_iterations or (500 if args.digits == 1 else 100),
         learning_rate=args.learning_rate,
         lr_schedule=args.lr_schedule,
         weight_average=args.weight_average,
-        shift=default_shift(args.digits, args.additions) if args.shift is None else args.shift,
         baseline_epochs=args.baseline_epochs,
-        model=args.model or ("neupsl" if args.digits == 2 else "figure"),
-        batches=args.batches,
-        eval_admm_iterations=args.eval_admm_iterations or (100 if args.digits == 2 else None),
-        test_admm_iterations=args.test_admm_iterations or (1000 if args.digits == 2 else None),
         reasoner=args.reasoner,
-        eval_reasoner=args.eval_reasoner or default_eval_reasoner(args.digits),
         loss=args.loss,
         curve=args.curve,
     )

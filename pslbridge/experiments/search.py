@@ -1,4 +1,4 @@
-"""Hyper-parameter search on validation data with Ray Tune (ASHA early stopping), for MNIST-Add1.
+"""Hyper-parameter search on validation data with Ray Tune (ASHA early stopping), for MNIST-Add1 and Add2.
 
 ``python -m pslbridge.experiments search --samples 8 --space learning_rate=loguniform:1e-4:1e-2
 --space lr_schedule=choice:constant,cosine --seed 100 --out out/search`` trains one split per trial (data
@@ -7,8 +7,9 @@ only (the runner's model-selection score), and stops poor trials early with ASHA
 test accuracy cannot influence the choice. It writes ``search.json`` (every trial: its values, best validation
 score and epoch, epochs run) and ``search.md`` (the table, best first, and the chosen values), and keeps Tune's
 own trial folders under ``tune/``. Any field of :class:`~pslbridge.experiments.mnist_add_runner.Setting` can be
-searched (learning rate, schedule, loss, reasoner, epochs, model form...); the others are the runner's Add1
-defaults (Add2 searches are not wired yet).
+searched (learning rate, schedule, loss, reasoner, epochs, model form...); the others are the runner's
+defaults for the size (:func:`~pslbridge.experiments.mnist_add_runner.default_setting`: ``--digits 2
+--additions 150`` searches around MNIST-Add2-150's schedule, scored on the validation place sums).
 
 Example:
     >>> parse_space(["learning_rate=loguniform:1e-4:1e-2", "loss=choice:energy,bce"])
@@ -31,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from .arguments import positive_int
-from .mnist_add_runner import Setting, default_shift, memory_estimate_mb, validate_split
+from .mnist_add_runner import Setting, default_setting, memory_estimate_mb, validate_split
 from .sweep import require_ray, start_ray
 
 __all__ = ["main", "parse_space", "search", "trial"]
@@ -157,7 +158,7 @@ def _write(out: Path, grid: Any, base: Setting, seed: int, split: int) -> dict[s
     out.mkdir(parents=True, exist_ok=True)
     (out / "search.json").write_text(json.dumps(report, indent=1))
     lines = [
-        f"# Search on validation (tuning seed {seed}, split {split}; test accuracy never computed)",
+        f"# Search on validation: {base.name} (tuning seed {seed}, split {split}; test accuracy never computed)",
         "",
         "| values | best validation % | at epoch | epochs run |",
         "|---|---:|---:|---:|",
@@ -180,16 +181,17 @@ def main(argv: list[str] | None = None) -> int:
     """
     parser = argparse.ArgumentParser(
         prog="python -m pslbridge.experiments search",
-        description="Hyper-parameter search for MNIST-Add1 on validation data (Ray Tune, ASHA).",
+        description="Hyper-parameter search for MNIST-Addition on validation data (Ray Tune, ASHA).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument(
         "--space", action="append", required=True, help="field=choice:a,b | uniform:lo:hi | loguniform:lo:hi"
     )
     parser.add_argument("--samples", type=positive_int, default=8, help="trials")
+    parser.add_argument("--digits", type=int, default=1, choices=(1, 2), help="digits per number (Add1 or Add2)")
     parser.add_argument("--additions", type=positive_int, default=300, help="training additions")
-    parser.add_argument("--epochs", type=positive_int, default=125, help="epochs (ASHA's budget per trial)")
-    parser.add_argument("--steps-per-epoch", type=positive_int, default=20, help="steps per epoch")
+    parser.add_argument("--epochs", type=positive_int, help="epochs, ASHA's budget per trial (default: the runner's)")
+    parser.add_argument("--steps-per-epoch", type=positive_int, help="steps per epoch (default: the runner's)")
     parser.add_argument("--grace-epochs", type=positive_int, default=25, help="epochs before ASHA may stop a trial")
     parser.add_argument("--seed", type=int, default=100, help="tuning seed (do not report results on it)")
     parser.add_argument("--split", type=int, default=0, help="split of the tuning seed each trial trains")
@@ -201,13 +203,9 @@ def main(argv: list[str] | None = None) -> int:
         space = parse_space(args.space)
     except ValueError as exc:
         parser.error(str(exc))
-    base = Setting(
-        digits=1,
-        additions=args.additions,
-        epochs=args.epochs,
-        steps_per_epoch=args.steps_per_epoch,
-        shift=default_shift(1, args.additions),
-    )
+    base = default_setting(args.digits, args.additions)
+    given = {"epochs": args.epochs, "steps_per_epoch": args.steps_per_epoch}
+    base = replace(base, **{name: value for name, value in given.items() if value is not None})
     report = search(
         base,
         space,
