@@ -6,7 +6,7 @@ import pytest
 
 from pslbridge.datasets import mnist
 from pslbridge.experiments.mnist_add import add2_spec, make_additions, place_rows, possible_digit_rows
-from pslbridge.experiments.mnist_add_runner import Setting, _split_data
+from pslbridge.experiments.mnist_add_runner import Setting, split_data
 
 LABELS = np.arange(5000) % 10
 
@@ -61,7 +61,7 @@ def test_seeds_make_splits_repeatable():
 
 def test_validation_and_test_images_are_disjoint():
     setting = Setting(additions=50, test_additions=200, val_additions=100)
-    train, val, test = _split_data(setting, split=3, seed=0, labels_train=LABELS, labels_test=LABELS[:2000])
+    train, val, test = split_data(setting, split=3, seed=0, labels_train=LABELS, labels_test=LABELS[:2000])
     assert not set(val.image_ids.tolist()) & set(test.image_ids.tolist())
     assert test.n_additions == 200 and val.n_additions == 100 and train.n_additions == 50
 

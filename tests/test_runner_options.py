@@ -41,10 +41,10 @@ def test_weight_average_is_the_bias_corrected_exponential_average():
 
 def test_selection_keeps_the_averaged_network_and_training_the_raw_one(mnist, jvm_started):
     """One epoch: the selected (only) epoch's weights are the average, while the model trains on raw weights."""
-    from pslbridge.experiments.mnist_add_runner import _NeuPSLRun, _split_data
+    from pslbridge.experiments.mnist_add_runner import NeuPSLRun, split_data
 
     setting = Setting(**TINY, epochs=1, weight_average=0.5)
-    run = _NeuPSLRun(setting, 0, 3, _split_data(setting, 0, 3, mnist[1], mnist[3]), mnist)
+    run = NeuPSLRun(setting, 0, 3, split_data(setting, 0, 3, mnist[1], mnist[3]), mnist)
     try:
         run.fit()
         averaged, raw = run.average.weights(), run.model.get_weights()

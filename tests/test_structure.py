@@ -36,8 +36,10 @@ def test_classes_and_functions_stay_small():
 
 
 def test_no_underscore_access_across_modules():
-    """``other._name`` only for a private name of the same module (set there on ``self``) or a private module
-    (``_java``, ``_javalog``, ...). The JVM layer is left out: there ``_name`` can be a Java field."""
+    """``other._name`` (or ``from other import _name``) only for a private name of the same module (set there on
+    ``self``) or a private module (``_java``, ``_javalog``, ...). The JVM layer is left out: there ``_name`` can
+    be a Java field."""
+    private_modules = {p.stem for p in PACKAGE.rglob("_*.py") if not p.name.startswith("__")}
     found = []
     for path in _sources():
         if path.name in JVM_LAYER or path.name == "official_model.py":  # the latter subclasses pslpython's class
@@ -53,4 +55,10 @@ def test_no_underscore_access_across_modules():
                 owner = node.value.id if isinstance(node.value, ast.Name) else ""
                 if owner not in ("self", "cls") and not owner.startswith("_") and node.attr not in own:
                     found.append(f"{path.relative_to(REPO)}:{node.lineno}: {ast.unparse(node)}")
+            # ``from .other import _name`` reaches in just the same (a private module's names are its own).
+            if isinstance(node, ast.ImportFrom) and not (node.module or "").rsplit(".", 1)[-1].startswith("_"):
+                for alias in node.names:
+                    name = alias.name
+                    if name.startswith("_") and not name.startswith("__") and name not in private_modules:
+                        found.append(f"{path.relative_to(REPO)}:{node.lineno}: import {name}")
     assert not found, found

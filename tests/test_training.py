@@ -386,12 +386,12 @@ def test_runner_minibatches_train_one_network(mnist):
     optimizer shared), 8 epochs × 20 passes = 640 updates (~25 s on 2 cores; a run reached 73.5 % digits and
     44.5 % sums, while 160 updates left the sums at 10 %: the MAP sum atoms only name the sum once the digit
     predictions are peaked). Same thresholds as the full-batch end-to-end test above (untrained: ~10 %)."""
-    from pslbridge.experiments.mnist_add_runner import Setting, _neupsl, _split_data
+    from pslbridge.experiments.mnist_add_runner import Setting, _neupsl, split_data
 
     setting = Setting(
         digits=1, additions=100, test_additions=200, val_additions=50, epochs=8, steps_per_epoch=20, batches=4
     )
-    data = _split_data(setting, 0, 0, mnist[1], mnist[3])
+    data = split_data(setting, 0, 0, mnist[1], mnist[3])
     result = _neupsl(setting, 0, 0, data, mnist)
     history = result["history"]
     assert len(history["energy"]) == 8 and history["energy"][-1] < 0.5 * history["energy"][0]

@@ -112,13 +112,13 @@ def run_split(seed: int, split: int, steps: int, every: int, out: Path, shift: f
     loop runs it).
     """
     from ..datasets.mnist import load_mnist
-    from ..experiments.mnist_add_runner import _NeuPSLRun, _split_data, default_setting
+    from ..experiments.mnist_add_runner import NeuPSLRun, default_setting, split_data
 
     setting = replace(default_setting(1, 300), epochs=max(1, steps // 20), curve=True)
     setting = setting if shift is None else replace(setting, shift=shift)
     mnist = load_mnist()
-    data = _split_data(setting, split, seed, mnist[1], mnist[3])
-    ours = _NeuPSLRun(setting, split, seed, data, mnist)
+    data = split_data(setting, split, seed, mnist[1], mnist[3])
+    ours = NeuPSLRun(setting, split, seed, data, mnist)
     scorer = _Scorer(ours)
     official_curve, official_final, official_s = _official_curve(scorer, data[0], seed + split, steps, every)
     history = ours.fit()

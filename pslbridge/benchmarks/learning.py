@@ -33,7 +33,7 @@ import numpy as np
 
 from ..experiments.arguments import positive_int
 from ..experiments.reporting import append_csv
-from .resident import _drift, add1_problem
+from .resident import add1_problem, drift
 
 __all__ = ["VARIANTS", "main", "measure", "warm_start"]
 
@@ -62,7 +62,7 @@ def measure(additions: int, variant: str, *, labelled: float = 1.0, steps: int =
         optimizer = WeightOptimizer()
         first = bridge.learn_step({"Neural": probs}, loss=loss, weights=optimizer, reset=True)
         for _ in range(steps):
-            probs = _drift(probs, rng)
+            probs = drift(probs, rng)
             start = time.perf_counter()
             step = bridge.learn_step({"Neural": probs}, loss=loss, weights=optimizer)
             samples.setdefault("total", []).append(time.perf_counter() - start)
@@ -102,7 +102,7 @@ def warm_start(additions: int, steps: int, seed: int = 0) -> dict[str, list[int]
             for _ in range(steps):
                 step = bridge.learn_step({"Neural": probs}, potentials=False)
                 iterations.append(int(step.iterations.get("latent") or 0))
-                probs = _drift(probs, rng)
+                probs = drift(probs, rng)
         curves[reasoner] = iterations
     return curves
 

@@ -60,8 +60,14 @@ def add1_problem(additions: int, seed: int = 0, labelled: float = 1.0) -> tuple[
     return spec, probs.astype(np.float32)
 
 
-def _drift(probs: np.ndarray, rng: np.random.Generator, scale: float = 0.01) -> np.ndarray:
-    """Predictions one training step later: a small perturbation, renormalised."""
+def drift(probs: np.ndarray, rng: np.random.Generator, scale: float = 0.01) -> np.ndarray:
+    """Predictions one training step later: a small perturbation, renormalised.
+
+    Example:
+        >>> later = drift(np.full((2, 4), 0.25), np.random.default_rng(0))
+        >>> later.shape, bool(np.allclose(later.sum(axis=1), 1.0)), bool(np.abs(later - 0.25).max() < 0.1)
+        ((2, 4), True, True)
+    """
     noisy = np.clip(probs + rng.normal(0, scale, probs.shape), 1e-4, None)
     return (noisy / noisy.sum(axis=1, keepdims=True)).astype(np.float32)
 
@@ -98,7 +104,7 @@ def _time_learn_steps(
     bridge.learn_step({"Neural": probs}, weights=optimizer, reset=True)  # warm-up
     samples: dict[str, list[float]] = {}
     for _ in range(repeats):
-        probs = _drift(probs, rng)
+        probs = drift(probs, rng)
         t = time.perf_counter()
         step = bridge.learn_step({"Neural": probs}, weights=optimizer)
         samples.setdefault("total", []).append(time.perf_counter() - t)
@@ -134,7 +140,7 @@ def run(sizes: list[int], repeats: int, out: Path, runtime_repeats: int = 2) -> 
         bridge.infer({"Neural": probs}, reset=True)  # warm-up (JIT)
         infer: dict[str, list[float]] = {"push": [], "solve": [], "read": [], "total": [], "iterations": []}
         for _ in range(repeats):
-            probs = _drift(probs, rng)
+            probs = drift(probs, rng)
             t = time.perf_counter()
             result = bridge.infer({"Neural": probs})
             infer["total"].append(time.perf_counter() - t)

@@ -45,6 +45,7 @@ from .sweep import BASE_MEMORY_MB, RayOptions, Run, add_ray_arguments, run_all, 
 __all__ = [
     "PAPER",
     "Setting",
+    "NeuPSLRun",
     "WeightAverage",
     "decode_sums",
     "default_epochs",
@@ -57,6 +58,7 @@ __all__ = [
     "run_setting",
     "run_split",
     "run_split_task",
+    "split_data",
     "validate_split",
     "sum_predictions",
 ]
@@ -353,7 +355,21 @@ def decode_sums(result: InferenceResult, additions: AdditionSet, decode: str = "
     return np.array([lookup[int(g)] for g in additions.groups[:, 0]])
 
 
-def _split_data(setting: Setting, split: int, seed: int, labels_train: np.ndarray, labels_test: np.ndarray):
+def split_data(
+    setting: Setting, split: int, seed: int, labels_train: np.ndarray, labels_test: np.ndarray
+) -> tuple[AdditionSet, AdditionSet, AdditionSet]:
+    """One split's training, validation and test additions (drawn from ``seed + 1000 * split``).
+
+    Training additions come from MNIST's training labels; test and validation additions from its test labels,
+    disjoint from each other.
+
+    Example:
+        >>> labels = np.arange(2000) % 10
+        >>> setting = Setting(additions=20, test_additions=30, val_additions=10)
+        >>> train, val, test = split_data(setting, 0, 7, labels, labels)
+        >>> len(train.sums), len(val.sums), len(test.sums), bool(set(val.image_ids) & set(test.image_ids))
+        (20, 10, 30, False)
+    """
     rng = np.random.default_rng(seed + 1000 * split)
     per = 2 * setting.digits
     train = make_additions(labels_train, setting.digits, setting.additions * per, rng, n_resampled=setting.overlap)
@@ -425,8 +441,25 @@ class WeightAverage:
             self.model.set_weights(raw)
 
 
-class _NeuPSLRun:
-    """One split's NeuPSL run: programs, the network, per-epoch model selection on validation, the test."""
+class NeuPSLRun:
+    """One split's NeuPSL run: programs, the network, per-epoch model selection on validation, the test.
+
+    Args:
+        setting: The setting.
+        split: Split number.
+        seed: Base seed.
+        data: ``(train, val, test)`` additions (:func:`split_data`).
+        mnist: ``(x_train, y_train, x_test, y_test)``.
+
+    Example:
+        >>> from pslbridge.datasets.mnist import load_mnist
+        >>> mnist = load_mnist()
+        >>> setting = Setting(additions=10, test_additions=10, val_additions=10, epochs=1, steps_per_epoch=1)
+        >>> run = NeuPSLRun(setting, 0, 3, split_data(setting, 0, 3, mnist[1], mnist[3]), mnist)
+        >>> result = run.result(run.fit())
+        >>> result["best_epoch"], 0 <= result["sum_acc"] <= 100
+        (0, True)
+    """
 
     def __init__(self, setting: Setting, split: int, seed: int, data: tuple, mnist: tuple) -> None:
         self.setting, self.split = setting, split
@@ -495,6 +528,7 @@ class _NeuPSLRun:
         return 100 * accuracy
 
     def fit(self) -> dict[str, list[float]]:
+        """Train for ``setting.epochs``, validating and selecting after every epoch; return the history."""
         import keras
 
         from ..keras import NeuPSLModel, ProgramData
@@ -543,6 +577,7 @@ class _NeuPSLRun:
         return history
 
     def result(self, history: dict[str, list[float]]) -> dict[str, Any]:
+        """Test the selected network (one test solve), close the programs and return the split's row."""
         self.model.set_weights(self.best["weights"])
         probs = np.asarray(self.model(self.test_inputs, training=False))
         t = time.perf_counter()
@@ -575,7 +610,7 @@ class _NeuPSLRun:
 
 
 def _neupsl(setting: Setting, split: int, seed: int, data: tuple, mnist: tuple) -> dict[str, Any]:
-    run = _NeuPSLRun(setting, split, seed, data, mnist)
+    run = NeuPSLRun(setting, split, seed, data, mnist)
     return run.result(run.fit())
 
 
@@ -594,7 +629,7 @@ def validate_split(
         ``{"val_score": best validation score (%), "best_epoch": its epoch}``.
     """
     mnist = load_mnist()
-    run = _NeuPSLRun(setting, split, seed, _split_data(setting, split, seed, mnist[1], mnist[3]), mnist)
+    run = NeuPSLRun(setting, split, seed, split_data(setting, split, seed, mnist[1], mnist[3]), mnist)
     run.on_epoch = on_epoch
     try:
         run.fit()
@@ -679,7 +714,7 @@ def run_split(
 ) -> list[dict[str, Any]]:
     """One split's outcomes (NeuPSL, then the CNN baseline): rows with their history, weights and curve."""
     mnist = mnist if mnist is not None else load_mnist()
-    data = _split_data(setting, split, seed, mnist[1], mnist[3])
+    data = split_data(setting, split, seed, mnist[1], mnist[3])
     methods = [_neupsl] + ([_cnn_baseline] if baseline else [])
     outcomes = []
     for method in methods:
