@@ -153,6 +153,7 @@ def test_search_takes_add2_with_the_runner_defaults_as_its_base(monkeypatch, tmp
     assert search.main([*argv, "--out", str(tmp_path)]) == 0
     assert captured["base"] == mnist_add_runner.default_setting(2, 150)
     assert captured["kwargs"]["seed"] == 100  # the tuning seed, never reported on
+    assert captured["kwargs"]["grace_epochs"] == 4  # a fifth of Add2's 20 epochs (Add1's 125: 25)
     argv = ["--space", "learning_rate=choice:0.001", "--epochs", "7", "--out", str(tmp_path)]
     assert search.main(argv) == 0
     assert captured["base"] == replace(mnist_add_runner.default_setting(1, 300), epochs=7)

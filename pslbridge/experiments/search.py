@@ -192,7 +192,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--additions", type=positive_int, default=300, help="training additions")
     parser.add_argument("--epochs", type=positive_int, help="epochs, ASHA's budget per trial (default: the runner's)")
     parser.add_argument("--steps-per-epoch", type=positive_int, help="steps per epoch (default: the runner's)")
-    parser.add_argument("--grace-epochs", type=positive_int, default=25, help="epochs before ASHA may stop a trial")
+    parser.add_argument(
+        "--grace-epochs", type=positive_int, help="epochs before ASHA may stop a trial (default: a fifth of the epochs)"
+    )
     parser.add_argument("--seed", type=int, default=100, help="tuning seed (do not report results on it)")
     parser.add_argument("--split", type=int, default=0, help="split of the tuning seed each trial trains")
     parser.add_argument("--ray-address", metavar="ADDR", help="an existing Ray cluster (default: a local one)")
@@ -213,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         samples=args.samples,
         seed=args.seed,
         split=args.split,
-        grace_epochs=args.grace_epochs,
+        grace_epochs=args.grace_epochs or max(1, base.epochs // 5),
         address=args.ray_address,
         workers=args.workers,
     )
