@@ -262,6 +262,16 @@ def watch_heap() -> None:
                 pool.setCollectionUsageThreshold(int(HEAP_FULL_FRACTION * limit))
                 pools.append(pool)
     _HEAP_POOLS[:] = pools  # kept: asking for the pools again allocates, which fails once the heap is full
+    forget_exhaustion()
+
+
+def forget_exhaustion() -> None:
+    """Mark every heap exhaustion so far as reported, so that a later failure is not blamed on it.
+
+    Example:
+        >>> forget_exhaustion(); heap_ran_out()
+        False
+    """
     heap_ran_out()
     heap_peaked()
 
@@ -450,8 +460,7 @@ def guard(context: str, *, rule: str | None = None, path: str | None = None, lin
                 raise translated from exc
             if isinstance(exc, RuntimeError) and "Fatal error" in str(exc):
                 # JPype could not even build the Java exception: in practice the heap ran out.
-                heap_ran_out()  # this exhaustion is now reported
-                heap_peaked()
+                forget_exhaustion()  # this exhaustion is now reported
                 raise EngineMemoryError(
                     f"the JVM failed during {context} ({exc}); this happens when the Java heap is exhausted: "
                     "raise it with pslbridge.jvm.configure(max_heap='8g') or PSLBRIDGE_HEAP=8g",
@@ -601,7 +610,7 @@ def release_workers(timeout_s: float = 30.0) -> None:
     filling the heap. This shuts the pool down and waits (up to ``timeout_s``) until its threads have
     ended; while the heap is still full each step may itself fail, so it is retried. The next parallel
     task starts a fresh pool. Afterwards a heap exhaustion already reported is forgotten
-    (:func:`heap_ran_out`, :func:`heap_peaked`), so a later, unrelated failure is not blamed on it.
+    (:func:`forget_exhaustion`), so a later, unrelated failure is not blamed on it.
 
     Args:
         timeout_s: How long to keep trying before giving up (the caller is already failing).
@@ -632,8 +641,7 @@ def release_workers(timeout_s: float = 30.0) -> None:
                 log.warning("PSL's worker pool did not stop within %.0f s of a failed task", timeout_s)
                 break
             time.sleep(0.1)
-    heap_ran_out()
-    heap_peaked()
+    forget_exhaustion()
 
 
 def _prepare_recovery() -> None:
