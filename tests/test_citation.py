@@ -80,7 +80,7 @@ def test_short_neupsl_run_on_cora_beats_the_untrained_network(jvm_started):
     NeuPSL-LP reached 70 %+ here, so requiring 30 points above the untrained network is a safe margin."""
     pytest.importorskip("tensorflow")
     from pslbridge.experiments.citation import dense_classifier, normalise_rows
-    from pslbridge.experiments.citation_runner import CitationSetting, _neupsl
+    from pslbridge.experiments.citation_runner import CitationSetting, run_neupsl
 
     graph = load_planetoid("cora")
     split = make_split(graph.labels, 0)
@@ -88,7 +88,7 @@ def test_short_neupsl_run_on_cora_beats_the_untrained_network(jvm_started):
     untrained = dense_classifier(x.shape[1], graph.n_classes, 1.0, 5e-6)
     base = 100 * float((np.asarray(untrained(x)).argmax(1)[split.test] == graph.labels[split.test]).mean())
     setting = CitationSetting(pretrain_epochs=15, steps=3, admm_iterations=50)
-    result = _neupsl("NeuPSL-LP", x, graph, split, setting, jvm_start=0.0)
+    result = run_neupsl("NeuPSL-LP", x, graph, split, setting, jvm_start=0.0)
     assert base < 30
     assert result["test_acc"] >= base + 30
     assert result["infer_warm_s"] < result["infer_cold_s"]

@@ -49,6 +49,7 @@ __all__ = [
     "main",
     "node_predictions",
     "run_dataset",
+    "run_neupsl",
     "run_split",
     "run_split_task",
 ]
@@ -137,9 +138,37 @@ def _pretrain(x: np.ndarray, graph: Graph, split: Split, setting: CitationSettin
     return model
 
 
-def _neupsl(
+def run_neupsl(
     name: str, x: np.ndarray, graph: Graph, split: Split, setting: CitationSetting, jvm_start: float
 ) -> dict[str, Any]:
+    """One NeuPSL run on one split: pre-training, initial rule weights, joint learning, test.
+
+    The dense network is pre-trained, the initial neural/label-propagation balance is picked on validation,
+    learning is joint, and the network and rule weights of the best validation step are tested.
+
+    Args:
+        name: Method label of the result (``"NeuPSL-LP"`` on raw features, ``"NeuPSL-LP+FP"`` on propagated ones).
+        x: Node features fed to the network (one row per node).
+        graph: The citation graph (labels and edges).
+        split: Train/validation/test node ids.
+        setting: Hyper-parameters.
+        jvm_start: Seconds the JVM took to start, counted in the cold inference time.
+
+    Returns:
+        The result row: ``method``, ``test_acc``, ``val_acc``, ``learn_s``, ``infer_warm_s``, ``infer_cold_s``
+        and the selected ``rule_weights``.
+
+    Example:
+        >>> labels = np.array([0, 1] * 10)
+        >>> x = np.eye(2, dtype=np.float32)[labels] * 0.6 + 0.2
+        >>> edges = np.array([[i, j] for i in range(20) for j in (i - 2, i + 2) if 0 <= j < 20])
+        >>> graph = Graph("toy", x, labels, edges, np.arange(0))
+        >>> split = Split(np.arange(0, 8), np.arange(8, 12), np.arange(12, 20), np.arange(0))
+        >>> setting = CitationSetting(pretrain_epochs=20, steps=2, admm_iterations=50)
+        >>> row = run_neupsl("NeuPSL-LP", x, graph, split, setting, jvm_start=0.0)
+        >>> row["method"], row["test_acc"], len(row["rule_weights"])
+        ('NeuPSL-LP', 100.0, 2)
+    """
     import keras
 
     from ..keras import NeuPSLModel, ProgramData
@@ -352,10 +381,10 @@ def run_split(
     results = []
     if "lp" in methods:
         set_seed(seed + split_id)
-        results.append(_neupsl("NeuPSL-LP", raw, graph, split, setting, jvm_start or 0.0))
+        results.append(run_neupsl("NeuPSL-LP", raw, graph, split, setting, jvm_start or 0.0))
     if "lp+fp" in methods:
         set_seed(seed + split_id)
-        results.append(_neupsl("NeuPSL-LP+FP", propagated, graph, split, setting, jvm_start or 0.0))
+        results.append(run_neupsl("NeuPSL-LP+FP", propagated, graph, split, setting, jvm_start or 0.0))
     if "neural" in methods:
         set_seed(seed + split_id)
         results.append(_neural_only(raw, graph, split, setting))
