@@ -157,3 +157,23 @@ def test_search_takes_add2_with_the_runner_defaults_as_its_base(monkeypatch, tmp
     argv = ["--space", "learning_rate=choice:0.001", "--epochs", "7", "--out", str(tmp_path)]
     assert search.main(argv) == 0
     assert captured["base"] == replace(mnist_add_runner.default_setting(1, 300), epochs=7)
+
+
+def test_results_of_another_schedule_under_the_same_name_are_never_averaged_together(tmp_path):
+    """A results folder holding an older default's rows (same setting name and seed, another learning rate) shows
+    each schedule on its own line with its own splits, instead of one mean over both."""
+    from pslbridge.experiments.reporting import append_csv
+
+    fields = ["setting", "split", "seed", "method", "sum_acc", "digits", "additions", "overlap", "wall_s"]
+    fields += ["epochs", "steps_per_epoch", "batches", "learning_rate"]
+    row = {"setting": "add2-150-neupsl-b15", "seed": 7, "method": "NeuPSL", "digits": 2, "additions": 150}
+    row |= {"overlap": 0, "wall_s": 60.0, "epochs": 20, "steps_per_epoch": 5, "batches": 15}
+    for split, (rate, acc) in enumerate([(1e-3, 60.0), (1e-3, 62.0), (3e-3, 70.0)]):
+        append_csv(tmp_path / "results.csv", {**row, "split": split, "learning_rate": rate, "sum_acc": acc}, fields)
+    lines = [line for line in mnist_add_runner.write_table(tmp_path).splitlines() if line.startswith("| add2")]
+    assert len(lines) == 2
+    cells = sorted((line.split(" | ")[3], line.split(" | ")[4], line.split(" | ")[8]) for line in lines)
+    assert cells == [
+        ("1", "70.00 ± 0.00", "20 x 5 x 15 = 1500 steps, Adam 0.003 constant"),
+        ("2", "61.00 ± 1.41", "20 x 5 x 15 = 1500 steps, Adam 0.001 constant"),
+    ]

@@ -880,7 +880,7 @@ def _plot(histories: list[tuple[int, dict[str, list[float]]]], path: Path, title
 
 
 def write_table(out: Path) -> str:
-    """Summarise ``results.csv`` into ``results.md`` (mean ± std per setting, method and seed; wall time).
+    """Summarise ``results.csv`` into ``results.md`` (mean ± std per setting, method, seed and schedule; wall time).
 
     Example:
         >>> import tempfile; out = Path(tempfile.mkdtemp())
@@ -902,7 +902,9 @@ def write_table(out: Path) -> str:
         "| paper (NeuPSL) | schedule | learn s | step s | inference s | wall min (all splits) |",
         "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|",
     ]
-    for (setting, method, seed), group in read_groups(out / "results.csv", ["setting", "method", "seed"]).items():
+    # Rows of one setting name but another schedule (e.g. an older default) get a line of their own.
+    keys = ["setting", "method", "seed", *_SCHEDULE_FIELDS]
+    for (setting, method, seed, *_), group in read_groups(out / "results.csv", keys).items():
         digits, additions = int(group[0]["digits"]), int(group[0]["additions"])
         paper = PAPER.get((digits, additions)) if int(group[0]["overlap"] or 0) == 0 else None
         paper_text = f"{paper[0]:.2f} ± {paper[1]:.2f}" if (paper and method == "NeuPSL") else ""
@@ -926,6 +928,10 @@ def write_table(out: Path) -> str:
     text = "\n".join(lines) + "\n"
     (out / "results.md").write_text(text)
     return text
+
+
+#: The results columns that :func:`_schedule` describes; rows differing in any are never averaged together.
+_SCHEDULE_FIELDS = ("epochs", "steps_per_epoch", "batches", "learning_rate", "lr_schedule", "shift", "weight_average")
 
 
 def _schedule(row: dict[str, str], method: str) -> str:
