@@ -177,3 +177,28 @@ def test_results_of_another_schedule_under_the_same_name_are_never_averaged_toge
         ("1", "70.00 ± 0.00", "20 x 5 x 15 = 1500 steps, Adam 0.003 constant"),
         ("2", "61.00 ± 1.41", "20 x 5 x 15 = 1500 steps, Adam 0.001 constant"),
     ]
+
+
+@pytest.mark.parametrize("runner", ["citation", "visual_sudoku"])
+def test_citation_and_sudoku_tables_keep_other_hyper_parameters_on_their_own_line(tmp_path, runner):
+    """Rows of one data set (or setting name), method and seed but another hyper-parameter get their own line,
+    named by the fields that differ from the defaults, instead of one mean over both."""
+    from dataclasses import asdict
+
+    from pslbridge.experiments import citation_runner, visual_sudoku_runner
+    from pslbridge.experiments.reporting import append_csv
+
+    module = citation_runner if runner == "citation" else visual_sudoku_runner
+    defaults = asdict(
+        citation_runner.CitationSetting() if runner == "citation" else visual_sudoku_runner.SudokuSetting()
+    )
+    changed, name_key = ("steps", "dataset") if runner == "citation" else ("epochs", "setting")
+    metric = "test_acc" if runner == "citation" else "puzzle_acc"
+    base = {name_key: "cora" if runner == "citation" else "vs-16", "seed": 7, "method": "NeuPSL", **defaults}
+    extra = {"distinguish_acc": 90.0, "learn_s": 1.0, "infer_s": 0.1} if runner != "citation" else {}
+    fields = [*base, *extra, "split", metric]
+    for split, (value, acc) in enumerate([(defaults[changed], 80.0), (defaults[changed], 82.0), (100, 70.0)]):
+        append_csv(tmp_path / "results.csv", {**base, **extra, "split": split, changed: value, metric: acc}, fields)
+    lines = [line for line in module.write_table(tmp_path).splitlines() if line.startswith(f"| {base[name_key]} |")]
+    cells = sorted((line.split(" | ")[2], line.split(" | ")[4], line.split(" | ")[5]) for line in lines)
+    assert cells == [("defaults", "2", "81.00 ± 1.41"), (f"{changed} 100", "1", "70.00 ± 0.00")]

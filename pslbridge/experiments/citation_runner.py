@@ -39,7 +39,7 @@ from ..learning import WeightOptimizer
 from ..training import set_seed
 from .arguments import positive_float, positive_int
 from .citation import citation_spec, dense_classifier, normalise_rows
-from .reporting import failed_runs, mean_std, read_groups, write_rows
+from .reporting import failed_runs, mean_std, non_defaults, read_groups, write_rows
 from .sweep import BASE_MEMORY_MB, RayOptions, Run, add_ray_arguments, run_all, run_digest
 
 __all__ = [
@@ -455,19 +455,25 @@ def write_table(out: Path) -> str:
     lines = [
         "# Citation results (test accuracy %, mean ± std over splits)",
         "",
-        "| data set | method | seed | splits | accuracy | paper | learn s | warm inference s | cold inference s |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| data set | method | options | seed | splits | accuracy | paper | learn s | warm inference s | "
+        "cold inference s |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
 
     def mean_of(group: list[dict[str, str]], key: str) -> str:
         values = [float(r[key]) for r in group if r.get(key) not in (None, "")]
         return f"{statistics.mean(values):.3f}" if values else "–"
 
-    for (dataset, method, seed), group in read_groups(out / "results.csv", ["dataset", "method", "seed"]).items():
+    # Keyed by every setting field too: rows of other hyper-parameters are never averaged together.
+    defaults = asdict(CitationSetting())
+    groups = read_groups(out / "results.csv", ["dataset", "method", "seed", *defaults])
+    for (dataset, method, seed, *_), group in groups.items():
         paper = PAPER.get((dataset, method))
         paper_text = "" if paper is None else (f"{paper[0]:.2f}" + (f" ± {paper[1]:.2f}" if paper[1] else ""))
+        setting = non_defaults(group[0], defaults)
         lines.append(
-            f"| {dataset} | {method} | {seed} | {len(group)} | {mean_std([float(r['test_acc']) for r in group])} | "
+            f"| {dataset} | {method} | {setting} | {seed} | {len(group)} | "
+            f"{mean_std([float(r['test_acc']) for r in group])} | "
             f"{paper_text} | {mean_of(group, 'learn_s')} | {mean_of(group, 'infer_warm_s')} | "
             f"{mean_of(group, 'infer_cold_s')} |"
         )

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["append_csv", "failed_runs", "mean_std", "read_groups", "write_rows"]
+__all__ = ["append_csv", "failed_runs", "mean_std", "non_defaults", "read_groups", "write_rows"]
 
 
 def append_csv(path: Path, row: dict[str, Any], fields: Sequence[str]) -> None:
@@ -71,6 +71,13 @@ def read_groups(path: Path, keys: Sequence[str]) -> dict[tuple[str, ...], list[d
     """Rows of a results CSV grouped by the values of ``keys``, in sorted key order (failed runs left out).
 
     A key a row lacks (a column added after the file was started) groups as ``""``.
+
+    Example:
+        >>> import tempfile; p = Path(tempfile.mkdtemp()) / "r.csv"
+        >>> for split, rate in [(0, 0.1), (1, 0.1), (0, 0.2)]:
+        ...     append_csv(p, {"split": split, "rate": rate, "acc": 80 + split}, ["split", "rate", "acc"])
+        >>> {key: len(rows) for key, rows in read_groups(p, ["rate"]).items()}
+        {('0.1',): 2, ('0.2',): 1}
     """
     with open(path) as handle:
         rows = list(csv.DictReader(handle))
@@ -80,6 +87,51 @@ def read_groups(path: Path, keys: Sequence[str]) -> dict[tuple[str, ...], list[d
             continue
         groups.setdefault(tuple(row.get(k) or "" for k in keys), []).append(row)
     return dict(sorted(groups.items()))
+
+
+def non_defaults(row: dict[str, str], defaults: dict[str, Any]) -> str:
+    """The fields of a results row whose value differs from ``defaults``, e.g. ``"steps 100, l2 5e-07"``.
+
+    Runners key their tables by every setting field (so rows of other hyper-parameters are never averaged
+    together) and name a line's differences with this. Numbers compare as numbers, anything else as text; a
+    field the row lacks or leaves empty (a column added after the file was started) is not counted.
+
+    Args:
+        row: One row of a results CSV (string values).
+        defaults: Default value of each setting field, e.g. ``dataclasses.asdict(Setting())``.
+
+    Returns:
+        ``"name value"`` for each differing field, comma-separated; ``"defaults"`` when none differs.
+
+    Example:
+        >>> non_defaults({"steps": "100", "l2": "5e-06", "seed": "7"}, {"steps": 50, "l2": 5e-6})
+        'steps 100'
+        >>> non_defaults({"steps": "50.0", "unique": ""}, {"steps": 50, "unique": None})
+        'defaults'
+    """
+    changed = []
+    for name, default in defaults.items():
+        value = row.get(name)
+        if value in (None, "") or _same(value, default):
+            continue
+        changed.append(f"{name} {_number_text(value)}")
+    return ", ".join(changed) or "defaults"
+
+
+def _same(value: str, default: Any) -> bool:
+    if isinstance(default, (int, float)) and not isinstance(default, bool):
+        try:
+            return math.isclose(float(value), float(default), rel_tol=1e-12, abs_tol=0.0)
+        except ValueError:
+            return False
+    return value == str(default)
+
+
+def _number_text(value: str) -> str:
+    try:
+        return f"{float(value):g}"
+    except ValueError:
+        return value
 
 
 def failed_runs(path: Path, keys: Sequence[str]) -> list[str]:

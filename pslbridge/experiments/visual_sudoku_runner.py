@@ -32,7 +32,7 @@ from ..datasets.mnist import load_mnist
 from ..training import set_seed
 from .arguments import non_negative_int, positive_int
 from .mnist_add import lenet, lenet_layers, prepare_images
-from .reporting import failed_runs, mean_std, read_groups, write_rows
+from .reporting import failed_runs, mean_std, non_defaults, read_groups, write_rows
 from .sweep import RayOptions, Run, add_ray_arguments, run_all, run_digest
 from .visual_sudoku import (
     Puzzles,
@@ -238,16 +238,21 @@ def write_table(out: Path) -> str:
     lines = [
         "# Visual Sudoku results (test accuracy %, mean ± std over splits)",
         "",
-        "| setting | method | seed | splits | puzzle accuracy | digit distinguishing | learn s | inference s |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "| setting | method | options | seed | splits | puzzle accuracy | digit distinguishing | learn s | "
+        "inference s |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for (setting, method, seed), group in read_groups(out / "results.csv", ["setting", "method", "seed"]).items():
+    # Keyed by every setting field too: rows of other schedules under one name are never averaged together.
+    defaults = asdict(SudokuSetting())
+    groups = read_groups(out / "results.csv", ["setting", "method", "seed", *defaults])
+    for (setting, method, seed, *_), group in groups.items():
         values = {
             key: [float(r[key]) if r.get(key) not in (None, "") else float("nan") for r in group]
             for key in ("puzzle_acc", "distinguish_acc", "learn_s", "infer_s")
         }
         lines.append(
-            f"| {setting} | {method} | {seed} | {len(group)} | {mean_std(values['puzzle_acc'])} | "
+            f"| {setting} | {method} | {non_defaults(group[0], defaults)} | {seed} | {len(group)} | "
+            f"{mean_std(values['puzzle_acc'])} | "
             f"{mean_std(values['distinguish_acc'])} | {np.nanmean(values['learn_s']):.1f} | "
             f"{np.nanmean(values['infer_s']):.3f} |"
         )
