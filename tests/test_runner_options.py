@@ -202,3 +202,21 @@ def test_citation_and_sudoku_tables_keep_other_hyper_parameters_on_their_own_lin
     lines = [line for line in module.write_table(tmp_path).splitlines() if line.startswith(f"| {base[name_key]} |")]
     cells = sorted((line.split(" | ")[2], line.split(" | ")[4], line.split(" | ")[5]) for line in lines)
     assert cells == [("defaults", "2", "81.00 ± 1.41"), (f"{changed} 100", "1", "70.00 ± 0.00")]
+
+
+def test_weight_decay_shrinks_each_weight_by_rate_times_decay_and_reaches_the_setting(monkeypatch, capsys):
+    """AdamW-style decay: with a zero gradient Adam's own step is 0, so only the decay moves the weight."""
+    import keras
+
+    optimizer = mnist_add_runner.network_optimizer(Setting(learning_rate=0.1, weight_decay=0.5))
+    weight = keras.Variable(np.array([2.0, -4.0], dtype="float32"))
+    optimizer.apply_gradients([(np.zeros(2, dtype="float32"), weight)])
+    np.testing.assert_allclose(np.asarray(weight), [2.0 * (1 - 0.05), -4.0 * (1 - 0.05)], rtol=1e-6)
+    plain = keras.Variable(np.array([2.0], dtype="float32"))
+    mnist_add_runner.network_optimizer(Setting(learning_rate=0.1)).apply_gradients([(np.zeros(1, "float32"), plain)])
+    assert float(np.asarray(plain)[0]) == 2.0
+    setting = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "150", "--weight-decay", "0.01"])
+    assert setting.weight_decay == 0.01 and setting.name == "add2-150-neupsl-b15-wd0.01"
+    with pytest.raises(SystemExit) as stop:
+        mnist_add_runner.main(["--weight-decay", "-1"])
+    assert stop.value.code == 2 and "expected a finite number >= 0" in capsys.readouterr().err

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["non_negative_int", "positive_float", "positive_int", "unit_interval"]
+__all__ = ["non_negative_float", "non_negative_int", "positive_float", "positive_int", "unit_interval"]
 
 
 def positive_int(text: str) -> int:
@@ -61,6 +61,26 @@ def positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    """A finite number >= 0 (0 turns the feature off).
+
+    Example:
+        >>> non_negative_float("0")
+        0.0
+        >>> non_negative_float("-1e-4")
+        Traceback (most recent call last):
+        ...
+        argparse.ArgumentTypeError: expected a finite number >= 0, got '-1e-4'
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}") from None
+    if not 0.0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
     return value
 
 

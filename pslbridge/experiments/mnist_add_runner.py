@@ -37,7 +37,7 @@ import numpy as np
 from ..bridge import Bridge, InferenceResult
 from ..datasets.mnist import load_mnist
 from ..training import set_seed
-from .arguments import non_negative_int, positive_float, positive_int, unit_interval
+from .arguments import non_negative_float, non_negative_int, positive_float, positive_int, unit_interval
 from .mnist_add import AdditionSet, addition_spec, lenet, make_additions, prepare_images
 from .reporting import append_csv, failed_runs, mean_std, read_groups, write_rows
 from .sweep import BASE_MEMORY_MB, RayOptions, Run, add_ray_arguments, run_all, run_digest
@@ -101,6 +101,8 @@ class Setting:
         lr_schedule: ``"constant"`` (the paper's) or ``"cosine"`` (cosine decay from ``learning_rate`` to 0 over
             all the learning steps). Tried on validation (MNIST-Add1-300, tuning seed 100, splits 0-2): cosine
             83 / 81 / 80 % against 84 / 90 / 83 % for constant, whose later epochs still improve: constant stays.
+        weight_decay: Decoupled weight decay of the network's Adam (AdamW-style: each step shrinks every weight by
+            ``learning_rate * weight_decay`` of itself; 0: off, the paper's recipe).
         shift: Data augmentation: training images move by up to this fraction of their size (0: off; see
             :func:`~pslbridge.experiments.mnist_add.lenet`).
         weight_average: Momentum of an exponential moving average of the network's weights (0: off). When on,
@@ -137,6 +139,7 @@ class Setting:
     learning_rate: float = 1e-3
     lr_schedule: str = "constant"
     weight_average: float = 0.0
+    weight_decay: float = 0.0
     shift: float = 0.0
     baseline_epochs: int = 50
     model: str = "figure"
@@ -158,15 +161,20 @@ class Setting:
         decoding = "" if self.eval_reasoner == default_eval_reasoner(self.digits) else f"-eval{self.eval_reasoner}"
         schedule = "" if self.lr_schedule == "constant" else f"-{self.lr_schedule}"
         average = f"-ema{self.weight_average:g}" if self.weight_average else ""
+        decay = f"-wd{self.weight_decay:g}" if self.weight_decay else ""
         shift = f"-shift{self.shift:g}" if self.shift else ""
-        return f"add{self.digits}-{self.additions}{extra}{model}{batches}{learning}{decoding}{schedule}{average}{shift}"
+        return (
+            f"add{self.digits}-{self.additions}{extra}{model}{batches}{learning}{decoding}{schedule}{average}{decay}"
+            f"{shift}"
+        )
 
 
 def network_optimizer(setting: Setting, programs: int = 1) -> Any:
-    """The network's Adam optimizer with the setting's learning rate and schedule.
+    """The network's Adam optimizer with the setting's learning rate, schedule and weight decay.
 
     Args:
-        setting: The experiment setting (``learning_rate``, ``lr_schedule``, ``epochs``, ``steps_per_epoch``).
+        setting: The experiment setting (``learning_rate``, ``lr_schedule``, ``epochs``, ``steps_per_epoch``,
+            ``weight_decay``).
         programs: Training programs (mini-batches); each pass over them is that many steps.
 
     Returns:
@@ -182,6 +190,8 @@ def network_optimizer(setting: Setting, programs: int = 1) -> Any:
         [0.001, 0.0005, 0.0]
         >>> round(float(network_optimizer(Setting()).learning_rate), 6)  # constant
         0.001
+        >>> network_optimizer(Setting(weight_decay=0.05)).weight_decay, network_optimizer(Setting()).weight_decay
+        (0.05, None)
     """
     import keras
 
@@ -189,7 +199,9 @@ def network_optimizer(setting: Setting, programs: int = 1) -> Any:
     if setting.lr_schedule == "cosine":
         steps = setting.epochs * setting.steps_per_epoch * programs
         rate = keras.optimizers.schedules.CosineDecay(setting.learning_rate, decay_steps=steps)
-    return keras.optimizers.Adam(rate)
+    if setting.weight_decay < 0:
+        raise ValueError(f"weight_decay must be >= 0, got {setting.weight_decay}")
+    return keras.optimizers.Adam(rate, weight_decay=setting.weight_decay or None)
 
 
 def default_epochs(digits: int, additions: int) -> int:
@@ -932,7 +944,16 @@ def write_table(out: Path) -> str:
 
 
 #: The results columns that :func:`_schedule` describes; rows differing in any are never averaged together.
-_SCHEDULE_FIELDS = ("epochs", "steps_per_epoch", "batches", "learning_rate", "lr_schedule", "shift", "weight_average")
+_SCHEDULE_FIELDS = (
+    "epochs",
+    "steps_per_epoch",
+    "batches",
+    "learning_rate",
+    "lr_schedule",
+    "shift",
+    "weight_average",
+    "weight_decay",
+)
 
 
 def _schedule(row: dict[str, str], method: str) -> str:
@@ -943,7 +964,8 @@ def _schedule(row: dict[str, str], method: str) -> str:
     steps = int(row["epochs"]) * int(row["steps_per_epoch"]) * batches
     text = f"{row['epochs']} x {row['steps_per_epoch']}{f' x {batches}' if batches > 1 else ''} = {steps} steps"
     text += f", Adam {float(row['learning_rate']):g} {row.get('lr_schedule') or 'constant'}"
-    extras = [f"{name} {float(row[name]):g}" for name in ("shift", "weight_average") if float(row.get(name) or 0)]
+    optional = ("shift", "weight_average", "weight_decay")
+    extras = [f"{name} {float(row[name]):g}" for name in optional if float(row.get(name) or 0)]
     return ", ".join([text, *extras])
 
 
@@ -990,6 +1012,12 @@ def main(argv: list[str] | None = None) -> int:
         type=unit_interval,
         default=0.0,
         help="momentum of a moving average of the network's weights used for validation and test (0: off)",
+    )
+    parser.add_argument(
+        "--weight-decay",
+        type=non_negative_float,
+        default=0.0,
+        help="decoupled (AdamW-style) weight decay of the network (0: off, the paper's recipe)",
     )
     parser.add_argument(
         "--shift",
@@ -1046,6 +1074,7 @@ def main(argv: list[str] | None = None) -> int:
         val_additions=args.val_additions,
         lr_schedule=args.lr_schedule,
         weight_average=args.weight_average,
+        weight_decay=args.weight_decay,
         baseline_epochs=args.baseline_epochs,
         reasoner=args.reasoner,
         loss=args.loss,
