@@ -237,6 +237,24 @@ def default_learning_rate(digits: int, additions: int) -> float:
     return 3e-3 if digits == 2 and additions < 1000 else 1e-3
 
 
+def default_weight_decay(digits: int, additions: int) -> float:
+    """The runner's default :attr:`Setting.weight_decay`: 0.1 for MNIST-Add2 under 1,000 additions, else 0.
+
+    Chosen on validation place-sum accuracy only (tuning seed 100, splits 0-2, MNIST-Add2-150 with its other
+    defaults, Adam 3e-3): decay 0.1 reached 85 / 84 / 78 % against 79 / 81 / 80 % without (validation digit
+    accuracy at the selected epoch 95.8 / 95.8 / 93.2 % against 93.8 / 94.8 / 94.2 %); by the last epochs the
+    network without decay fits its 600 training images and validation stops rising. Only 0.1 was tried. A
+    moving average of the weights (``weight_average=0.99``) was tried beside it and gave less (79 / 84 / 82 %;
+    digits 93.8 / 95.5 / 94.5 %). The paper trains without decay; ``--weight-decay 0`` runs its recipe. Add1 and
+    the larger settings were not tuned with it and keep 0.
+
+    Example:
+        >>> default_weight_decay(2, 150), default_weight_decay(2, 1500), default_weight_decay(1, 300)
+        (0.1, 0.0, 0.0)
+    """
+    return 0.1 if digits == 2 and additions < 1000 else 0.0
+
+
 def default_shift(digits: int, additions: int) -> float:
     """The runner's default data augmentation (:attr:`Setting.shift`): 0.1 for Add1 under 1,000 additions, else 0.
 
@@ -279,7 +297,7 @@ def default_setting(digits: int, additions: int) -> Setting:
     Example:
         >>> s = default_setting(2, 150)
         >>> s.name, s.epochs, s.steps_per_epoch, s.batches, s.admm_iterations, s.test_admm_iterations
-        ('add2-150-neupsl-b15', 20, 5, 15, 100, 1000)
+        ('add2-150-neupsl-b15-wd0.1', 20, 5, 15, 100, 1000)
         >>> default_setting(2, 1500).batches, default_setting(2, 1500).steps_per_epoch
         (50, 1)
         >>> s = default_setting(1, 300)
@@ -310,6 +328,7 @@ def default_setting(digits: int, additions: int) -> Setting:
         admm_iterations=100,
         eval_admm_iterations=100,
         test_admm_iterations=1000,
+        weight_decay=default_weight_decay(2, additions),
         shift=default_shift(2, additions),
         learning_rate=default_learning_rate(2, additions),
         model="neupsl",
@@ -1016,8 +1035,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--weight-decay",
         type=non_negative_float,
-        default=0.0,
-        help="decoupled (AdamW-style) weight decay of the network (0: off, the paper's recipe)",
+        help="decoupled (AdamW-style) weight decay of the network (0: off, the paper's recipe; default: 0.1 for "
+        "Add2 under 1,000 additions, else 0)",
     )
     parser.add_argument(
         "--shift",
@@ -1066,6 +1085,7 @@ def main(argv: list[str] | None = None) -> int:
         "batches": args.batches,
         "eval_reasoner": args.eval_reasoner,
         "learning_rate": args.learning_rate,
+        "weight_decay": args.weight_decay,
     }
     setting = replace(
         default_setting(args.digits, args.additions),
@@ -1074,7 +1094,6 @@ def main(argv: list[str] | None = None) -> int:
         val_additions=args.val_additions,
         lr_schedule=args.lr_schedule,
         weight_average=args.weight_average,
-        weight_decay=args.weight_decay,
         baseline_epochs=args.baseline_epochs,
         reasoner=args.reasoner,
         loss=args.loss,
