@@ -70,7 +70,7 @@ TUNING = (
     "tuning seed 100, splits 0-2, MNIST-Add1-300 validation sum accuracy (epochs, decoding reasoner, shift; "
     "schedule, bilevel loss and weight averaging tried and not adopted); MNIST-Add2: the authors' rule form and "
     "caps, its 15 mini-batches chosen in an earlier round on seed 0, splits 0-1, no shift (seed 100 split 0) and "
-    "Add2-150's learning rate 3e-3 (seed 100, splits 0-2, validation place-sum accuracy)"
+    "Add2-150's learning rate 3e-3 and weight decay 0.1 (seed 100, splits 0-2, validation place-sum accuracy)"
 )
 
 #: Test sum accuracy (mean, std) reported in the paper (10 splits), by (digits, additions).
@@ -282,10 +282,11 @@ def default_setting(digits: int, additions: int) -> Setting:
     Add1: the paper-figure rules, full batch, :func:`default_epochs` of 20 steps capped at 500 ADMM
     iterations, :func:`default_shift`, dual-BCD decoding, 500 test additions. Add2: the NeuPSL authors' rule
     form and caps (100 ADMM iterations while learning and validating; 1,000 for the test solve), ADMM decoding,
-    no shift, 250 test additions, :func:`default_learning_rate`, and 20 epochs over mini-batches of about 10
-    additions, 5 passes each, under 1,000 additions (Add2-150: 15 batches, chosen in an earlier round on seed 0,
-    splits 0-1), or of 30 additions, 1 pass each, from 1,000 up (Add2-1500: 50 batches, not tuned). These are
-    the schedules that ``make reproduce-mnist-add`` runs; :data:`TUNING` says where each was chosen.
+    no shift, 250 test additions, :func:`default_learning_rate`, :func:`default_weight_decay`, and 20 epochs
+    over mini-batches of about 10 additions, 5 passes each, under 1,000 additions (Add2-150: 15 batches, chosen
+    in an earlier round on seed 0, splits 0-1), or of 30 additions, 1 pass each, from 1,000 up (Add2-1500: 50
+    batches, not tuned). These are the schedules that ``make reproduce-mnist-add`` runs; :data:`TUNING` says
+    where each was chosen.
 
     Args:
         digits: 1 (Add1) or 2 (Add2).
