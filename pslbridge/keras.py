@@ -189,10 +189,16 @@ class NeuPSLModel(keras.Model):
         return super().fit(x, *args, **kwargs)
 
     def train_step(self, data: Mapping[str, Any]) -> dict[str, Any]:
-        """One program's step: forward, PSL's loss and gradients (one op), backward, the optimizer's update."""
+        """One program's step: forward, PSL's loss and gradients (one op), backward, the optimizer's update.
+
+        The networks' own regularisation losses (Keras ``kernel_regularizer``, ``activity_regularizer``,
+        ``add_loss``) are added to PSL's loss, as Keras' own ``fit`` would add them.
+        """
         with tf.GradientTape() as tape:
             predictions = self(data, training=True)
             loss, energy = self._psl_step(data["program"], [predictions[n] for n in self.predicates])
+            if self.losses:
+                loss = loss + tf.add_n([tf.cast(extra, loss.dtype) for extra in self.losses])
         variables = self.trainable_variables
         grads = tape.gradient(loss, variables)
         self.optimizer.apply_gradients([(g, v) for g, v in zip(grads, variables) if g is not None])

@@ -192,3 +192,26 @@ def test_readme_keras_example_runs(tmp_path):
     accuracy = float(re.search(r"held-out accuracy ([\d.]+)", proc.stdout).group(1))
     assert accuracy >= 0.8, proc.stdout  # untrained: ~1/3
     assert (tmp_path / "nodes.neupsl").is_file() and proc.stdout.count("\n") >= 6
+
+
+def test_the_networks_regularisation_losses_join_psl_loss():
+    """A network's ``kernel_regularizer`` is part of the step's loss, as in Keras' own fit: with plain SGD, one
+    step moves the regularised weights by exactly ``-lr * 2c * w`` more than the same network without it (the
+    predictions, hence PSL's gradient, are the same)."""
+    bridge, inputs = _program([(0, 1), (2, 3)], [7, 18], seed=3)
+    c, lr, moved = 0.5, 0.1, []
+    for regularizer in (None, keras.regularizers.L2(c)):
+        keras.utils.set_random_seed(0)
+        dense = keras.layers.Dense(10, activation="softmax", kernel_regularizer=regularizer)
+        network = keras.Sequential([keras.Input((FEATURES,)), dense])
+        start = np.asarray(dense.kernel).copy()
+        model = NeuPSLModel({"Neural": network})
+        model.compile(optimizer=keras.optimizers.SGD(lr))
+        history = model.fit(ProgramData([(bridge, inputs)]), epochs=1, verbose=0)
+        moved.append((start, np.asarray(dense.kernel), history.history["loss"][0], history.history["energy"][0]))
+    (start, plain, plain_loss, energy), (same_start, regularised, loss, same_energy) = moved
+    np.testing.assert_array_equal(start, same_start)
+    assert energy == pytest.approx(same_energy, rel=1e-6)
+    np.testing.assert_allclose(regularised - plain, -lr * 2 * c * start, atol=1e-6)
+    assert loss == pytest.approx(plain_loss + c * float(np.sum(start**2)), rel=1e-5)
+    bridge.close()
