@@ -52,11 +52,59 @@ from .losses import Loss
 from .model_files import ModelSpec, NeuralSpec, PredicateSpec
 from .results import InferenceResult, find_key
 
-__all__ = ["NeuPSLModel", "NeuPSLPredictor", "ProgramData", "load_neupsl"]
+__all__ = ["ClassBalance", "NeuPSLModel", "NeuPSLPredictor", "ProgramData", "load_neupsl"]
 
 log = logging.getLogger(__name__)
 FORMAT = "pslbridge-neupsl"
 VERSION = 1
+
+
+@keras.saving.register_keras_serializable(package="pslbridge")
+class ClassBalance(keras.layers.Layer):
+    """A class-balance prior on a softmax output: ``weight * KL(uniform || mean prediction over the batch)``.
+
+    Place it after the output layer: it passes the predictions through unchanged and, in training calls, adds
+    the prior to the network's losses, which :class:`NeuPSLModel` adds to PSL's loss. Under weak supervision
+    (MNIST-Addition's sums) a network can settle where some classes are never predicted (every 8 and 9 read as
+    a 6 or 7) while the sums' energy is already low; the prior pushes the batch's mean prediction back towards
+    every class. It is 0 when the batch's predictions average to uniform.
+
+    Args:
+        weight: Strength of the prior (>= 0).
+
+    Example:
+        >>> import numpy as np
+        >>> prior = ClassBalance(1.0)
+        >>> abs(float(prior.value(np.full((4, 2), 0.5, dtype="float32")))) < 1e-6  # balanced batch
+        True
+        >>> round(float(prior.value(np.array([[0.9, 0.1], [0.9, 0.1]], dtype="float32"))), 4)  # KL(u || (.9, .1))
+        0.5108
+        >>> _ = prior(np.array([[0.9, 0.1]], dtype="float32"), training=True)
+        >>> len(prior.losses), len(ClassBalance(1.0).losses)
+        (1, 0)
+    """
+
+    def __init__(self, weight: float, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if not 0.0 <= weight < float("inf"):
+            raise ConfigurationError(f"ClassBalance weight must be a finite number >= 0, got {weight}")
+        self.weight = float(weight)
+
+    def value(self, probabilities: Any) -> Any:
+        """The prior's value for a batch of predictions (batch × classes)."""
+        mean = keras.ops.mean(keras.ops.convert_to_tensor(probabilities), axis=0)
+        uniform = 1.0 / keras.ops.cast(keras.ops.shape(mean)[-1], mean.dtype)
+        return self.weight * keras.ops.sum(uniform * (keras.ops.log(uniform) - keras.ops.log(mean + 1e-7)))
+
+    def call(self, inputs: Any, training: bool | None = None) -> Any:
+        """The predictions, unchanged; a training call also adds the prior to the losses."""
+        if training and self.weight > 0:
+            self.add_loss(self.value(inputs))
+        return inputs
+
+    def get_config(self) -> dict[str, Any]:
+        """The weight and the layer's own configuration (for saving)."""
+        return {**super().get_config(), "weight": self.weight}
 
 
 class ProgramData(keras.utils.PyDataset):

@@ -224,3 +224,21 @@ def test_weight_decay_shrinks_each_weight_by_rate_times_decay_and_reaches_the_se
     with pytest.raises(SystemExit) as stop:
         mnist_add_runner.main(["--weight-decay", "-1"])
     assert stop.value.code == 2 and "expected a finite number >= 0" in capsys.readouterr().err
+
+
+def test_class_prior_is_the_kl_from_uniform_and_reaches_the_network_and_setting(monkeypatch):
+    """``--class-prior w`` puts a ClassBalance prior on LeNet's output: the network's loss after a forward pass is
+    ``w * KL(uniform || batch mean)`` of its own predictions (computed here with numpy); 0 leaves the paper's
+    network."""
+    images = np.random.default_rng(0).random((8, 28, 28, 1)).astype("float32")
+    net = lenet(class_prior=0.5)
+    probs = np.asarray(net(images, training=True), dtype=np.float64)
+    mean = probs.mean(axis=0)
+    expected = 0.5 * np.sum(0.1 * (np.log(0.1) - np.log(mean + 1e-7)))
+    assert float(sum(np.asarray(loss) for loss in net.losses)) == pytest.approx(expected, rel=1e-4)
+    assert expected > 0
+    plain = lenet()
+    plain(images, training=True)
+    assert not plain.losses
+    setting = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "150", "--class-prior", "0.2"])
+    assert setting.class_prior == 0.2 and setting.name == "add2-150-neupsl-b15-wd0.1-prior0.2"

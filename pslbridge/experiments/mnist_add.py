@@ -399,6 +399,7 @@ def lenet(
     learning_rate: float = 1e-3,
     input_shape: tuple[int, ...] = (28, 28, 1),
     shift: float = 0.0,
+    class_prior: float = 0.0,
 ) -> Any:
     """The paper's LeNet-style CNN, compiled with Adam.
 
@@ -410,6 +411,9 @@ def lenet(
         input_shape: Shape of one image.
         shift: With ``shift > 0``, training calls first move each image by a random fraction of its size up to
             ``shift`` along each axis (zero padding; inference calls are unchanged): data augmentation.
+        class_prior: With ``class_prior > 0``, the output layer carries a
+            :class:`~pslbridge.keras.ClassBalance` prior of that weight (a last layer that adds it to the losses
+            of training calls; 0: off, the paper's network).
 
     Example:
         >>> lenet().count_params()
@@ -425,7 +429,13 @@ def lenet(
         raise ValueError(f"shift must lie in [0, 1), got {shift}")
     augment = [keras.layers.RandomTranslation(shift, shift, fill_mode="constant")] if shift > 0 else []
     layers = lenet_layers(input_shape)
-    model = keras.Sequential([layers[0], *augment, *layers[1:], keras.layers.Dense(classes, activation="softmax")])
+    prior = []
+    if class_prior > 0:
+        from ..keras import ClassBalance
+
+        prior = [ClassBalance(class_prior)]
+    output = keras.layers.Dense(classes, activation="softmax")
+    model = keras.Sequential([layers[0], *augment, *layers[1:], output, *prior])
     model.compile(optimizer=keras.optimizers.Adam(learning_rate), loss="categorical_crossentropy")
     return model
 

@@ -103,6 +103,8 @@ class Setting:
             83 / 81 / 80 % against 84 / 90 / 83 % for constant, whose later epochs still improve: constant stays.
         weight_decay: Decoupled weight decay of the network's Adam (AdamW-style: each step shrinks every weight by
             ``learning_rate * weight_decay`` of itself; 0: off, the paper's recipe).
+        class_prior: Weight of a class-balance prior on the network's output (:class:`~pslbridge.keras.ClassBalance`,
+            added to PSL's loss; 0: off, the paper's recipe).
         shift: Data augmentation: training images move by up to this fraction of their size (0: off; see
             :func:`~pslbridge.experiments.mnist_add.lenet`).
         weight_average: Momentum of an exponential moving average of the network's weights (0: off). When on,
@@ -140,6 +142,7 @@ class Setting:
     lr_schedule: str = "constant"
     weight_average: float = 0.0
     weight_decay: float = 0.0
+    class_prior: float = 0.0
     shift: float = 0.0
     baseline_epochs: int = 50
     model: str = "figure"
@@ -162,6 +165,7 @@ class Setting:
         schedule = "" if self.lr_schedule == "constant" else f"-{self.lr_schedule}"
         average = f"-ema{self.weight_average:g}" if self.weight_average else ""
         decay = f"-wd{self.weight_decay:g}" if self.weight_decay else ""
+        decay += f"-prior{self.class_prior:g}" if self.class_prior else ""
         shift = f"-shift{self.shift:g}" if self.shift else ""
         return (
             f"add{self.digits}-{self.additions}{extra}{model}{batches}{learning}{decoding}{schedule}{average}{decay}"
@@ -520,7 +524,7 @@ class NeuPSLRun:
         self.train, self.val, self.test = data
         x_train, _, x_test, self.y_test = mnist
         set_seed(seed + split)
-        self.model = lenet(10, setting.learning_rate, shift=setting.shift)
+        self.model = lenet(10, setting.learning_rate, shift=setting.shift, class_prior=setting.class_prior)
         self.val_inputs = prepare_images(x_test[self.val.image_ids])
         self.test_inputs = prepare_images(x_test[self.test.image_ids])
         t0 = time.perf_counter()
@@ -973,6 +977,7 @@ _SCHEDULE_FIELDS = (
     "shift",
     "weight_average",
     "weight_decay",
+    "class_prior",
 )
 
 
@@ -984,7 +989,7 @@ def _schedule(row: dict[str, str], method: str) -> str:
     steps = int(row["epochs"]) * int(row["steps_per_epoch"]) * batches
     text = f"{row['epochs']} x {row['steps_per_epoch']}{f' x {batches}' if batches > 1 else ''} = {steps} steps"
     text += f", Adam {float(row['learning_rate']):g} {row.get('lr_schedule') or 'constant'}"
-    optional = ("shift", "weight_average", "weight_decay")
+    optional = ("shift", "weight_average", "weight_decay", "class_prior")
     extras = [f"{name} {float(row[name]):g}" for name in optional if float(row.get(name) or 0)]
     return ", ".join([text, *extras])
 
@@ -1038,6 +1043,12 @@ def main(argv: list[str] | None = None) -> int:
         type=non_negative_float,
         help="decoupled (AdamW-style) weight decay of the network (0: off, the paper's recipe; default: 0.1 for "
         "Add2 under 1,000 additions, else 0)",
+    )
+    parser.add_argument(
+        "--class-prior",
+        type=non_negative_float,
+        default=0.0,
+        help="weight of a class-balance prior on the network's output, KL(uniform || batch mean) (0: off)",
     )
     parser.add_argument(
         "--shift",
@@ -1095,6 +1106,7 @@ def main(argv: list[str] | None = None) -> int:
         val_additions=args.val_additions,
         lr_schedule=args.lr_schedule,
         weight_average=args.weight_average,
+        class_prior=args.class_prior,
         baseline_epochs=args.baseline_epochs,
         reasoner=args.reasoner,
         loss=args.loss,
