@@ -12,6 +12,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 __all__ = ["non_negative_float", "non_negative_int", "positive_float", "positive_int", "unit_interval"]
 
@@ -55,13 +56,7 @@ def positive_float(text: str) -> float:
         >>> positive_float("1e-3")
         0.001
     """
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
-    return value
+    return _float_where(text, lambda value: 0 < value < float("inf"), "a number > 0")
 
 
 def non_negative_float(text: str) -> float:
@@ -75,13 +70,7 @@ def non_negative_float(text: str) -> float:
         ...
         argparse.ArgumentTypeError: expected a finite number >= 0, got '-1e-4'
     """
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}") from None
-    if not 0.0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
-    return value
+    return _float_where(text, lambda value: 0.0 <= value < float("inf"), "a finite number >= 0")
 
 
 def unit_interval(text: str) -> float:
@@ -95,10 +84,15 @@ def unit_interval(text: str) -> float:
         ...
         argparse.ArgumentTypeError: expected a number in [0, 1), got '1'
     """
+    return _float_where(text, lambda value: 0.0 <= value < 1.0, "a number in [0, 1)")
+
+
+def _float_where(text: str, accept: Callable[[float], bool], expected: str) -> float:
+    """``text`` as a float that ``accept`` takes; otherwise an argparse error saying what was ``expected``."""
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text!r}") from None
-    if not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+    if not accept(value):
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
     return value

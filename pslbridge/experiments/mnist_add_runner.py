@@ -165,11 +165,11 @@ class Setting:
         schedule = "" if self.lr_schedule == "constant" else f"-{self.lr_schedule}"
         average = f"-ema{self.weight_average:g}" if self.weight_average else ""
         decay = f"-wd{self.weight_decay:g}" if self.weight_decay else ""
-        decay += f"-prior{self.class_prior:g}" if self.class_prior else ""
+        prior = f"-prior{self.class_prior:g}" if self.class_prior else ""
         shift = f"-shift{self.shift:g}" if self.shift else ""
         return (
             f"add{self.digits}-{self.additions}{extra}{model}{batches}{learning}{decoding}{schedule}{average}{decay}"
-            f"{shift}"
+            f"{prior}{shift}"
         )
 
 
@@ -969,18 +969,10 @@ def write_table(out: Path) -> str:
     return text
 
 
+#: Schedule columns that :func:`_schedule` names only when they are on (non-zero).
+_OPTIONAL_FIELDS = ("shift", "weight_average", "weight_decay", "class_prior")
 #: The results columns that :func:`_schedule` describes; rows differing in any are never averaged together.
-_SCHEDULE_FIELDS = (
-    "epochs",
-    "steps_per_epoch",
-    "batches",
-    "learning_rate",
-    "lr_schedule",
-    "shift",
-    "weight_average",
-    "weight_decay",
-    "class_prior",
-)
+_SCHEDULE_FIELDS = ("epochs", "steps_per_epoch", "batches", "learning_rate", "lr_schedule", *_OPTIONAL_FIELDS)
 
 
 def _schedule(row: dict[str, str], method: str) -> str:
@@ -991,8 +983,7 @@ def _schedule(row: dict[str, str], method: str) -> str:
     steps = int(row["epochs"]) * int(row["steps_per_epoch"]) * batches
     text = f"{row['epochs']} x {row['steps_per_epoch']}{f' x {batches}' if batches > 1 else ''} = {steps} steps"
     text += f", Adam {float(row['learning_rate']):g} {row.get('lr_schedule') or 'constant'}"
-    optional = ("shift", "weight_average", "weight_decay", "class_prior")
-    extras = [f"{name} {float(row[name]):g}" for name in optional if float(row.get(name) or 0)]
+    extras = [f"{name} {float(row[name]):g}" for name in _OPTIONAL_FIELDS if float(row.get(name) or 0)]
     return ", ".join([text, *extras])
 
 
