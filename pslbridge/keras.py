@@ -61,16 +61,24 @@ VERSION = 1
 
 @keras.saving.register_keras_serializable(package="pslbridge")
 class ClassBalance(keras.layers.Layer):
-    """A class-balance prior on a softmax output: ``weight * KL(uniform || mean prediction over the batch)``.
+    """A class-balance prior on a softmax output: ``weight * KL(uniform || mean prediction)``.
 
     Place it after the output layer: it passes the predictions through unchanged and, in training calls, adds
     the prior to the network's losses, which :class:`NeuPSLModel` adds to PSL's loss. Under weak supervision
     (MNIST-Addition's sums) a network can settle where some classes are never predicted (every 8 and 9 read as
-    a 6 or 7) while the sums' energy is already low; the prior pushes the batch's mean prediction back towards
-    every class. It is 0 when the batch's predictions average to uniform.
+    a 6 or 7) while the sums' energy is already low; the prior pushes the mean prediction back towards every
+    class. It is 0 when the predictions average to uniform.
+
+    With ``momentum = 0`` the mean is the batch's own. A small batch of a perfect classifier is rarely balanced
+    (40 images hold some classes once or not at all), so that prior also pulls correct predictions towards
+    softer ones. With ``0 < momentum < 1`` the mean is an exponential moving average over training calls
+    (bias-corrected like Adam's moments; only the current batch's share carries a gradient): a prior on the
+    training set's class marginal. Its gradient vanishes on a network whose running mean is uniform, whatever
+    the batches hold, and is largest for the classes the network has stopped predicting.
 
     Args:
         weight: Strength of the prior (>= 0).
+        momentum: Weight of the past in the running mean (0: each batch alone; must be in [0, 1)).
 
     Example:
         >>> import numpy as np
@@ -82,29 +90,63 @@ class ClassBalance(keras.layers.Layer):
         >>> _ = prior(np.array([[0.9, 0.1]], dtype="float32"), training=True)
         >>> len(prior.losses), len(ClassBalance(1.0).losses)
         (1, 0)
+        >>> running = ClassBalance(1.0, momentum=0.5)
+        >>> _ = running(np.array([[1.0, 0.0]], dtype="float32"), training=True)  # first call: that batch's mean
+        >>> _ = running(np.array([[0.0, 1.0]], dtype="float32"), training=True)  # (.5 * (1, 0) + .5 * (0, 1)) / .75
+        >>> [round(float(m), 4) for m in running.running_mean()]
+        [0.3333, 0.6667]
     """
 
-    def __init__(self, weight: float, **kwargs: Any) -> None:
+    def __init__(self, weight: float, momentum: float = 0.0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if not 0.0 <= weight < float("inf"):
             raise ConfigurationError(f"ClassBalance weight must be a finite number >= 0, got {weight}")
+        if not 0.0 <= momentum < 1.0:
+            raise ConfigurationError(f"ClassBalance momentum must lie in [0, 1), got {momentum}")
         self.weight = float(weight)
+        self.momentum = float(momentum)
+
+    def build(self, input_shape: Any) -> None:
+        """Create the running mean's state (with ``momentum > 0``): a sum over classes and a call count."""
+        if self.momentum > 0:
+            classes = int(input_shape[-1])
+            self.running = self.add_weight(shape=(classes,), initializer="zeros", trainable=False, name="running")
+            self.calls = self.add_weight(shape=(), initializer="zeros", trainable=False, name="calls")
+
+    def running_mean(self) -> np.ndarray:
+        """The bias-corrected running mean prediction so far (``momentum > 0`` only; uniform before any call)."""
+        if self.momentum <= 0:
+            raise ConfigurationError("ClassBalance.running_mean needs momentum > 0")
+        running, calls = np.asarray(self.running), float(np.asarray(self.calls))
+        if calls == 0:
+            return np.full(running.shape, 1.0 / running.shape[0], dtype=running.dtype)
+        return running / (1.0 - self.momentum**calls)
 
     def value(self, probabilities: Any) -> Any:
-        """The prior's value for a batch of predictions (batch × classes)."""
-        mean = keras.ops.mean(keras.ops.convert_to_tensor(probabilities), axis=0)
+        """The prior's value for one batch's predictions (batch × classes), as if it were the only batch."""
+        return self._divergence(keras.ops.mean(keras.ops.convert_to_tensor(probabilities), axis=0))
+
+    def _divergence(self, mean: Any) -> Any:
         uniform = 1.0 / keras.ops.cast(keras.ops.shape(mean)[-1], mean.dtype)
         return self.weight * keras.ops.sum(uniform * (keras.ops.log(uniform) - keras.ops.log(mean + 1e-7)))
 
     def call(self, inputs: Any, training: bool | None = None) -> Any:
         """The predictions, unchanged; a training call also adds the prior to the losses."""
         if training and self.weight > 0:
-            self.add_loss(self.value(inputs))
+            if self.momentum > 0:
+                batch = keras.ops.mean(keras.ops.cast(inputs, self.running.dtype), axis=0)
+                calls = self.calls + 1.0
+                raw = self.momentum * self.running + (1.0 - self.momentum) * batch
+                self.add_loss(self._divergence(raw / (1.0 - self.momentum**calls)))
+                self.running.assign(keras.ops.stop_gradient(raw))
+                self.calls.assign(calls)
+            else:
+                self.add_loss(self.value(inputs))
         return inputs
 
     def get_config(self) -> dict[str, Any]:
-        """The weight and the layer's own configuration (for saving)."""
-        return {**super().get_config(), "weight": self.weight}
+        """The weight, the momentum and the layer's own configuration (for saving)."""
+        return {**super().get_config(), "weight": self.weight, "momentum": self.momentum}
 
 
 class ProgramData(keras.utils.PyDataset):

@@ -242,3 +242,48 @@ def test_class_prior_is_the_kl_from_uniform_and_reaches_the_network_and_setting(
     assert not plain.losses
     setting = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "150", "--class-prior", "0.2"])
     assert setting.class_prior == 0.2 and setting.name == "add2-150-neupsl-b15-wd0.1-prior0.2"
+
+
+def test_class_prior_momentum_runs_over_batches_and_spares_a_balanced_network(monkeypatch):
+    """With ``--class-prior-momentum b`` the prior's mean is the bias-corrected moving average of the batches'
+    means (numpy oracle, three calls); only the current batch's share carries a gradient, which vanishes when the
+    running mean is uniform even though the batch itself is not balanced (the batch prior's does not)."""
+    import tensorflow as tf
+
+    from pslbridge.errors import ConfigurationError
+    from pslbridge.keras import ClassBalance
+
+    rng = np.random.default_rng(1)
+    batches = [rng.dirichlet(np.ones(4), size=5).astype("float32") for _ in range(3)]
+    prior = ClassBalance(2.0, momentum=0.8)
+    raw = np.zeros(4)
+    for t, batch in enumerate(batches, start=1):
+        prior(batch, training=True)
+        raw = 0.8 * raw + 0.2 * batch.mean(axis=0)
+        corrected = raw / (1 - 0.8**t)
+        expected = 2.0 * np.sum(0.25 * (np.log(0.25) - np.log(corrected + 1e-7)))
+        assert float(np.asarray(prior.losses[-1])) == pytest.approx(expected, rel=1e-4)
+    assert prior.running_mean() == pytest.approx(corrected, rel=1e-5)
+
+    def logit_gradient(layer: ClassBalance, logits: np.ndarray) -> np.ndarray:
+        variable = tf.Variable(logits)
+        with tf.GradientTape() as tape:
+            layer(tf.nn.softmax(variable), training=True)
+            loss = layer.losses[-1]
+        return tape.gradient(loss, variable).numpy()
+
+    skewed = np.log(np.array([[0.7, 0.1, 0.1, 0.1], [0.1, 0.7, 0.1, 0.1]], dtype="float32"))  # mean (.4, .4, .1, .1)
+    balanced = ClassBalance(2.0, momentum=0.9)
+    balanced.build((None, 4))
+    balanced.running.assign(np.full(4, 0.25 * (1 - 0.9**50), dtype="float32"))  # 50 balanced calls so far
+    balanced.calls.assign(50.0)
+    assert (
+        np.abs(logit_gradient(balanced, skewed)).max() < 0.1 * np.abs(logit_gradient(ClassBalance(2.0), skewed)).max()
+    )
+    setting = _cli_setting(
+        monkeypatch, ["--digits", "2", "--additions", "150", "--class-prior", "3", "--class-prior-momentum", "0.9"]
+    )
+    assert setting.class_prior_momentum == 0.9 and setting.name == "add2-150-neupsl-b15-wd0.1-prior3m0.9"
+    assert lenet(class_prior=1.0, prior_momentum=0.5).layers[-1].momentum == 0.5
+    with pytest.raises(ConfigurationError, match="momentum must lie in"):
+        ClassBalance(1.0, momentum=1.0)

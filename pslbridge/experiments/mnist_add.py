@@ -400,6 +400,7 @@ def lenet(
     input_shape: tuple[int, ...] = (28, 28, 1),
     shift: float = 0.0,
     class_prior: float = 0.0,
+    prior_momentum: float = 0.0,
 ) -> Any:
     """The paper's LeNet-style CNN, compiled with Adam.
 
@@ -414,6 +415,7 @@ def lenet(
         class_prior: With ``class_prior > 0``, the output layer carries a
             :class:`~pslbridge.keras.ClassBalance` prior of that weight (a last layer that adds it to the losses
             of training calls; 0: off, the paper's network).
+        prior_momentum: The prior's momentum (its mean prediction runs over training calls; 0: each batch's).
 
     Example:
         >>> lenet().count_params()
@@ -433,7 +435,7 @@ def lenet(
     if class_prior > 0:
         from ..keras import ClassBalance
 
-        prior = [ClassBalance(class_prior)]
+        prior = [ClassBalance(class_prior, momentum=prior_momentum)]
     output = keras.layers.Dense(classes, activation="softmax")
     model = keras.Sequential([layers[0], *augment, *layers[1:], output, *prior])
     model.compile(optimizer=keras.optimizers.Adam(learning_rate), loss="categorical_crossentropy")

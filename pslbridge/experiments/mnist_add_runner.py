@@ -105,6 +105,8 @@ class Setting:
             ``learning_rate * weight_decay`` of itself; 0: off, the paper's recipe).
         class_prior: Weight of a class-balance prior on the network's output (:class:`~pslbridge.keras.ClassBalance`,
             added to PSL's loss; 0: off, the paper's recipe).
+        class_prior_momentum: With a class prior, the momentum of its running mean prediction (0: each
+            mini-batch's own mean; see :class:`~pslbridge.keras.ClassBalance`).
         shift: Data augmentation: training images move by up to this fraction of their size (0: off; see
             :func:`~pslbridge.experiments.mnist_add.lenet`).
         weight_average: Momentum of an exponential moving average of the network's weights (0: off). When on,
@@ -143,6 +145,7 @@ class Setting:
     weight_average: float = 0.0
     weight_decay: float = 0.0
     class_prior: float = 0.0
+    class_prior_momentum: float = 0.0
     shift: float = 0.0
     baseline_epochs: int = 50
     model: str = "figure"
@@ -166,6 +169,8 @@ class Setting:
         average = f"-ema{self.weight_average:g}" if self.weight_average else ""
         decay = f"-wd{self.weight_decay:g}" if self.weight_decay else ""
         prior = f"-prior{self.class_prior:g}" if self.class_prior else ""
+        if self.class_prior and self.class_prior_momentum:
+            prior += f"m{self.class_prior_momentum:g}"
         shift = f"-shift{self.shift:g}" if self.shift else ""
         return (
             f"add{self.digits}-{self.additions}{extra}{model}{batches}{learning}{decoding}{schedule}{average}{decay}"
@@ -526,7 +531,13 @@ class NeuPSLRun:
         self.train, self.val, self.test = data
         x_train, _, x_test, self.y_test = mnist
         set_seed(seed + split)
-        self.model = lenet(10, setting.learning_rate, shift=setting.shift, class_prior=setting.class_prior)
+        self.model = lenet(
+            10,
+            setting.learning_rate,
+            shift=setting.shift,
+            class_prior=setting.class_prior,
+            prior_momentum=setting.class_prior_momentum,
+        )
         self.val_inputs = prepare_images(x_test[self.val.image_ids])
         self.test_inputs = prepare_images(x_test[self.test.image_ids])
         t0 = time.perf_counter()
@@ -970,7 +981,7 @@ def write_table(out: Path) -> str:
 
 
 #: Schedule columns that :func:`_schedule` names only when they are on (non-zero).
-_OPTIONAL_FIELDS = ("shift", "weight_average", "weight_decay", "class_prior")
+_OPTIONAL_FIELDS = ("shift", "weight_average", "weight_decay", "class_prior", "class_prior_momentum")
 #: The results columns that :func:`_schedule` describes; rows differing in any are never averaged together.
 _SCHEDULE_FIELDS = ("epochs", "steps_per_epoch", "batches", "learning_rate", "lr_schedule", *_OPTIONAL_FIELDS)
 
@@ -1041,7 +1052,13 @@ def main(argv: list[str] | None = None) -> int:
         "--class-prior",
         type=non_negative_float,
         default=0.0,
-        help="weight of a class-balance prior on the network's output, KL(uniform || batch mean) (0: off)",
+        help="weight of a class-balance prior on the network's output, KL(uniform || mean prediction) (0: off)",
+    )
+    parser.add_argument(
+        "--class-prior-momentum",
+        type=unit_interval,
+        default=0.0,
+        help="momentum of the class prior's running mean prediction over mini-batches (0: each batch's own mean)",
     )
     parser.add_argument(
         "--shift",
@@ -1100,6 +1117,7 @@ def main(argv: list[str] | None = None) -> int:
         lr_schedule=args.lr_schedule,
         weight_average=args.weight_average,
         class_prior=args.class_prior,
+        class_prior_momentum=args.class_prior_momentum,
         baseline_epochs=args.baseline_epochs,
         reasoner=args.reasoner,
         loss=args.loss,
