@@ -113,26 +113,32 @@ def _cli_setting(monkeypatch, argv: list[str]) -> Setting:
 
 
 def test_add2_defaults_are_the_reproduction_schedules_and_flags_override_them(monkeypatch, tmp_path):
-    """``mnist-add --digits 2`` with no schedule flags runs what ``make reproduce-mnist-add`` runs for that size
-    (the authors' form and caps, 15 batches x 5 passes at Adam 3e-3 with weight decay 0.1 for 150 additions,
-    50 x 1 at 1e-3 without decay for 1,500); a flag replaces only its own field; Add1 keeps its tuned defaults."""
+    """``mnist-add --digits 2`` with no schedule flags runs what ``make reproduce-mnist-add`` runs for that size (the
+    authors' form and caps, 15 batches x 5 passes at Adam 3e-3 with weight decay 0.1 and a running class prior for 150
+    additions, 50 x 1 at 1e-3 without either for 1,500); a flag replaces only its own field; Add1 keeps its tuned
+    defaults."""
     out = ["--out", str(tmp_path)]
     add2 = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "150", *out])
     assert add2 == mnist_add_runner.default_setting(2, 150)
-    assert (add2.name, add2.epochs, add2.steps_per_epoch, add2.batches) == ("add2-150-neupsl-b15-wd0.1", 20, 5, 15)
-    assert add2.weight_decay == 0.1
+    assert (add2.name, add2.epochs, add2.steps_per_epoch, add2.batches) == (
+        "add2-150-neupsl-b15-wd0.1-prior100m0.98",
+        20,
+        5,
+        15,
+    )
+    assert (add2.weight_decay, add2.class_prior, add2.class_prior_momentum) == (0.1, 100.0, 0.98)
     assert (add2.admm_iterations, add2.eval_admm_iterations, add2.test_admm_iterations) == (100, 100, 1000)
     assert (add2.eval_reasoner, add2.shift, add2.test_additions, add2.learning_rate) == ("admm", 0.0, 250, 3e-3)
     big = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "1500", *out])
     assert (big.name, big.steps_per_epoch, big.batches, big.learning_rate) == ("add2-1500-neupsl-b50", 1, 50, 1e-3)
-    assert big.weight_decay == 0.0
-    flags = ["--batches", "5", "--epochs", "3", "--learning-rate", "0.001", "--weight-decay", "0"]
+    assert (big.weight_decay, big.class_prior) == (0.0, 0.0)
+    flags = ["--batches", "5", "--epochs", "3", "--learning-rate", "0.001", "--weight-decay", "0", "--class-prior", "0"]
     changed = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "150", *flags, *out])
     assert (changed.batches, changed.epochs, changed.steps_per_epoch, changed.learning_rate) == (5, 3, 5, 1e-3)
     assert (changed.weight_decay, changed.name) == (0.0, "add2-150-neupsl-b5")
     add1 = _cli_setting(monkeypatch, ["--additions", "300", *out])
     assert (add1.epochs, add1.steps_per_epoch, add1.batches, add1.shift, add1.learning_rate) == (125, 20, 1, 0.1, 1e-3)
-    assert add1.weight_decay == 0.0
+    assert (add1.weight_decay, add1.class_prior) == (0.0, 0.0)
     assert (add1.model, add1.eval_reasoner, add1.admm_iterations, add1.eval_admm_iterations) == (
         "figure",
         "dualbcd",
@@ -220,7 +226,7 @@ def test_weight_decay_shrinks_each_weight_by_rate_times_decay_and_reaches_the_se
     mnist_add_runner.network_optimizer(Setting(learning_rate=0.1)).apply_gradients([(np.zeros(1, "float32"), plain)])
     assert float(np.asarray(plain)[0]) == 2.0
     setting = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "150", "--weight-decay", "0.01"])
-    assert setting.weight_decay == 0.01 and setting.name == "add2-150-neupsl-b15-wd0.01"
+    assert setting.weight_decay == 0.01 and setting.name == "add2-150-neupsl-b15-wd0.01-prior100m0.98"
     with pytest.raises(SystemExit) as stop:
         mnist_add_runner.main(["--weight-decay", "-1"])
     assert stop.value.code == 2 and "expected a finite number >= 0" in capsys.readouterr().err
@@ -241,7 +247,7 @@ def test_class_prior_is_the_kl_from_uniform_and_reaches_the_network_and_setting(
     plain(images, training=True)
     assert not plain.losses
     setting = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "150", "--class-prior", "0.2"])
-    assert setting.class_prior == 0.2 and setting.name == "add2-150-neupsl-b15-wd0.1-prior0.2"
+    assert setting.class_prior == 0.2 and setting.name == "add2-150-neupsl-b15-wd0.1-prior0.2m0.98"
 
 
 def test_class_prior_momentum_runs_over_batches_and_spares_a_balanced_network(monkeypatch):
