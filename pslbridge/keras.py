@@ -107,7 +107,7 @@ class ClassBalance(keras.layers.Layer):
         self.momentum = float(momentum)
 
     def build(self, input_shape: Any) -> None:
-        """Create the running mean's state (with ``momentum > 0``): a sum over classes and a call count."""
+        """Create the running mean's state (with ``momentum > 0``): the uncorrected average and a call count."""
         if self.momentum > 0:
             classes = int(input_shape[-1])
             self.running = self.add_weight(shape=(classes,), initializer="zeros", trainable=False, name="running")
@@ -117,6 +117,8 @@ class ClassBalance(keras.layers.Layer):
         """The bias-corrected running mean prediction so far (``momentum > 0`` only; uniform before any call)."""
         if self.momentum <= 0:
             raise ConfigurationError("ClassBalance.running_mean needs momentum > 0")
+        if not self.built:
+            raise ConfigurationError("ClassBalance.running_mean: the layer has not seen any predictions yet")
         running, calls = np.asarray(self.running), float(np.asarray(self.calls))
         if calls == 0:
             return np.full(running.shape, 1.0 / running.shape[0], dtype=running.dtype)
