@@ -293,3 +293,5 @@ def test_class_prior_momentum_runs_over_batches_and_spares_a_balanced_network(mo
     assert lenet(class_prior=1.0, prior_momentum=0.5).layers[-1].momentum == 0.5
     with pytest.raises(ConfigurationError, match="momentum must lie in"):
         ClassBalance(1.0, momentum=1.0)
+    with pytest.raises(ConfigurationError, match="has not seen any predictions"):
+        ClassBalance(1.0, momentum=0.5).running_mean()
