@@ -355,6 +355,7 @@ def default_setting(digits: int, additions: int) -> Setting:
             eval_reasoner=default_eval_reasoner(1),
         )
     small = additions < 1000
+    prior, prior_momentum = default_class_prior(2, additions)
     return Setting(
         digits=2,
         additions=additions,
@@ -366,8 +367,8 @@ def default_setting(digits: int, additions: int) -> Setting:
         eval_admm_iterations=100,
         test_admm_iterations=1000,
         weight_decay=default_weight_decay(2, additions),
-        class_prior=default_class_prior(2, additions)[0],
-        class_prior_momentum=default_class_prior(2, additions)[1],
+        class_prior=prior,
+        class_prior_momentum=prior_momentum,
         shift=default_shift(2, additions),
         learning_rate=default_learning_rate(2, additions),
         model="neupsl",
