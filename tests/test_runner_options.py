@@ -253,7 +253,8 @@ def test_class_prior_is_the_kl_from_uniform_and_reaches_the_network_and_setting(
 def test_class_prior_momentum_runs_over_batches_and_spares_a_balanced_network(monkeypatch):
     """With ``--class-prior-momentum b`` the prior's mean is the bias-corrected moving average of the batches'
     means (numpy oracle, three calls); only the current batch's share carries a gradient, which vanishes when the
-    running mean is uniform even though the batch itself is not balanced (the batch prior's does not)."""
+    running mean is uniform even though the batch itself is not balanced (the batch prior's does not). Without a
+    prior the momentum is 0 (name, results key), and a momentum given with no prior warns."""
     import tensorflow as tf
 
     from pslbridge.errors import ConfigurationError
@@ -290,6 +291,12 @@ def test_class_prior_momentum_runs_over_batches_and_spares_a_balanced_network(mo
         monkeypatch, ["--digits", "2", "--additions", "150", "--class-prior", "3", "--class-prior-momentum", "0.9"]
     )
     assert setting.class_prior_momentum == 0.9 and setting.name == "add2-150-neupsl-b15-wd0.1-prior3m0.9"
+    plain = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "150", "--class-prior", "0"])
+    assert (plain.class_prior_momentum, plain.name) == (0.0, "add2-150-neupsl-b15-wd0.1")  # no prior: no momentum
+    with pytest.warns(UserWarning, match="--class-prior-momentum has no effect"):
+        _cli_setting(
+            monkeypatch, ["--digits", "2", "--additions", "150", "--class-prior", "0", "--class-prior-momentum", "0.9"]
+        )
     assert lenet(class_prior=1.0, prior_momentum=0.5).layers[-1].momentum == 0.5
     with pytest.raises(ConfigurationError, match="momentum must lie in"):
         ClassBalance(1.0, momentum=1.0)

@@ -27,6 +27,7 @@ import contextlib
 import json
 import logging
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -108,7 +109,8 @@ class Setting:
         class_prior: Weight of a class-balance prior on the network's output (:class:`~pslbridge.keras.ClassBalance`,
             added to PSL's loss; 0: off, the paper's recipe).
         class_prior_momentum: With a class prior, the momentum of its running mean prediction (0: each
-            mini-batch's own mean; see :class:`~pslbridge.keras.ClassBalance`).
+            mini-batch's own mean; see :class:`~pslbridge.keras.ClassBalance`). Without a prior it means nothing
+            and is set to 0, so a run without a prior is named, keyed and described as one.
         shift: Data augmentation: training images move by up to this fraction of their size (0: off; see
             :func:`~pslbridge.experiments.mnist_add.lenet`).
         weight_average: Momentum of an exponential moving average of the network's weights (0: off). When on,
@@ -158,6 +160,10 @@ class Setting:
     eval_reasoner: str = "dualbcd"
     loss: str = "energy"
     curve: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.class_prior:
+            self.class_prior_momentum = 0.0
 
     @property
     def name(self) -> str:
@@ -1151,6 +1157,8 @@ def main(argv: list[str] | None = None) -> int:
         loss=args.loss,
         curve=args.curve,
     )
+    if args.class_prior_momentum and not setting.class_prior:
+        warnings.warn("--class-prior-momentum has no effect without a class prior (--class-prior 0)", stacklevel=2)
     if args.loss != "energy" and args.reasoner != "dualbcd":
         parser.error(f"--loss {args.loss} needs --reasoner dualbcd (the jar's bilevel learners run on dual BCD only)")
     ray = RayOptions.from_args(args, parser)
