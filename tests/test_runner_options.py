@@ -114,15 +114,15 @@ def _cli_setting(monkeypatch, argv: list[str]) -> Setting:
 
 def test_add2_defaults_are_the_reproduction_schedules_and_flags_override_them(monkeypatch, tmp_path):
     """``mnist-add --digits 2`` with no schedule flags runs what ``make reproduce-mnist-add`` runs for that size (the
-    authors' form and caps, 15 batches x 5 passes at Adam 3e-3 with weight decay 0.1 and a running class prior for 150
-    additions, 50 x 1 at 1e-3 without either for 1,500); a flag replaces only its own field; Add1 keeps its tuned
-    defaults."""
+    authors' form and caps, 40 epochs of 15 batches x 5 passes at Adam 3e-3 with weight decay 0.1 and a running
+    class prior for 150 additions, 20 epochs of 50 x 1 at 1e-3 without either for 1,500); a flag replaces only its
+    own field; Add1 keeps its tuned defaults."""
     out = ["--out", str(tmp_path)]
     add2 = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "150", *out])
     assert add2 == mnist_add_runner.default_setting(2, 150)
     assert (add2.name, add2.epochs, add2.steps_per_epoch, add2.batches) == (
         "add2-150-neupsl-b15-wd0.1-prior100m0.98",
-        20,
+        40,
         5,
         15,
     )
@@ -130,7 +130,8 @@ def test_add2_defaults_are_the_reproduction_schedules_and_flags_override_them(mo
     assert (add2.admm_iterations, add2.eval_admm_iterations, add2.test_admm_iterations) == (100, 100, 1000)
     assert (add2.eval_reasoner, add2.shift, add2.test_additions, add2.learning_rate) == ("admm", 0.0, 250, 3e-3)
     big = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "1500", *out])
-    assert (big.name, big.steps_per_epoch, big.batches, big.learning_rate) == ("add2-1500-neupsl-b50", 1, 50, 1e-3)
+    assert (big.name, big.epochs, big.steps_per_epoch, big.batches) == ("add2-1500-neupsl-b50", 20, 1, 50)
+    assert big.learning_rate == 1e-3
     assert (big.weight_decay, big.class_prior) == (0.0, 0.0)
     flags = ["--batches", "5", "--epochs", "3", "--learning-rate", "0.001", "--weight-decay", "0", "--class-prior", "0"]
     changed = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "150", *flags, *out])
@@ -163,7 +164,7 @@ def test_search_takes_add2_with_the_runner_defaults_as_its_base(monkeypatch, tmp
     assert search.main([*argv, "--out", str(tmp_path)]) == 0
     assert captured["base"] == mnist_add_runner.default_setting(2, 150)
     assert captured["kwargs"]["seed"] == 100  # the tuning seed, never reported on
-    assert captured["kwargs"]["grace_epochs"] == 4  # a fifth of Add2's 20 epochs (Add1's 125: 25)
+    assert captured["kwargs"]["grace_epochs"] == 8  # a fifth of Add2-150's 40 epochs (Add1's 125: 25)
     argv = ["--space", "learning_rate=choice:0.001", "--epochs", "7", "--out", str(tmp_path)]
     assert search.main(argv) == 0
     assert captured["base"] == replace(mnist_add_runner.default_setting(1, 300), epochs=7)
