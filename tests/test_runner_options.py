@@ -121,25 +121,26 @@ def test_add2_defaults_are_the_reproduction_schedules_and_flags_override_them(mo
     add2 = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "150", *out])
     assert add2 == mnist_add_runner.default_setting(2, 150)
     assert (add2.name, add2.epochs, add2.steps_per_epoch, add2.batches) == (
-        "add2-150-neupsl-b15-wd0.1-prior100m0.98",
+        "add2-150-neupsl-b15-wd0.1-prior100m0.98-restart15at10x2",
         40,
         5,
         15,
     )
     assert (add2.weight_decay, add2.class_prior, add2.class_prior_momentum) == (0.1, 100.0, 0.98)
+    assert (add2.restart_below, add2.restart_epochs, add2.max_restarts, add2.restarts) == (15.0, 10, 2, True)
     assert (add2.admm_iterations, add2.eval_admm_iterations, add2.test_admm_iterations) == (100, 100, 1000)
     assert (add2.eval_reasoner, add2.shift, add2.test_additions, add2.learning_rate) == ("admm", 0.0, 250, 3e-3)
     big = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "1500", *out])
     assert (big.name, big.epochs, big.steps_per_epoch, big.batches) == ("add2-1500-neupsl-b50", 20, 1, 50)
     assert big.learning_rate == 1e-3
-    assert (big.weight_decay, big.class_prior) == (0.0, 0.0)
+    assert (big.weight_decay, big.class_prior, big.restart_below, big.restarts) == (0.0, 0.0, 0.0, False)
     flags = ["--batches", "5", "--epochs", "3", "--learning-rate", "0.001", "--weight-decay", "0", "--class-prior", "0"]
     changed = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "150", *flags, *out])
     assert (changed.batches, changed.epochs, changed.steps_per_epoch, changed.learning_rate) == (5, 3, 5, 1e-3)
     assert (changed.weight_decay, changed.name) == (0.0, "add2-150-neupsl-b5")
     add1 = _cli_setting(monkeypatch, ["--additions", "300", *out])
     assert (add1.epochs, add1.steps_per_epoch, add1.batches, add1.shift, add1.learning_rate) == (125, 20, 1, 0.1, 1e-3)
-    assert (add1.weight_decay, add1.class_prior) == (0.0, 0.0)
+    assert (add1.weight_decay, add1.class_prior, add1.restarts) == (0.0, 0.0, False)
     assert (add1.model, add1.eval_reasoner, add1.admm_iterations, add1.eval_admm_iterations) == (
         "figure",
         "dualbcd",
@@ -227,7 +228,7 @@ def test_weight_decay_shrinks_each_weight_by_rate_times_decay_and_reaches_the_se
     mnist_add_runner.network_optimizer(Setting(learning_rate=0.1)).apply_gradients([(np.zeros(1, "float32"), plain)])
     assert float(np.asarray(plain)[0]) == 2.0
     setting = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "150", "--weight-decay", "0.01"])
-    assert setting.weight_decay == 0.01 and setting.name == "add2-150-neupsl-b15-wd0.01-prior100m0.98"
+    assert setting.weight_decay == 0.01 and setting.name == "add2-150-neupsl-b15-wd0.01-prior100m0.98-restart15at10x2"
     with pytest.raises(SystemExit) as stop:
         mnist_add_runner.main(["--weight-decay", "-1"])
     assert stop.value.code == 2 and "expected a finite number >= 0" in capsys.readouterr().err
@@ -248,7 +249,7 @@ def test_class_prior_is_the_kl_from_uniform_and_reaches_the_network_and_setting(
     plain(images, training=True)
     assert not plain.losses
     setting = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "150", "--class-prior", "0.2"])
-    assert setting.class_prior == 0.2 and setting.name == "add2-150-neupsl-b15-wd0.1-prior0.2m0.98"
+    assert setting.class_prior == 0.2 and setting.name == "add2-150-neupsl-b15-wd0.1-prior0.2m0.98-restart15at10x2"
 
 
 def test_class_prior_momentum_runs_over_batches_and_spares_a_balanced_network(monkeypatch):
@@ -291,9 +292,11 @@ def test_class_prior_momentum_runs_over_batches_and_spares_a_balanced_network(mo
     setting = _cli_setting(
         monkeypatch, ["--digits", "2", "--additions", "150", "--class-prior", "3", "--class-prior-momentum", "0.9"]
     )
-    assert setting.class_prior_momentum == 0.9 and setting.name == "add2-150-neupsl-b15-wd0.1-prior3m0.9"
+    assert (
+        setting.class_prior_momentum == 0.9 and setting.name == "add2-150-neupsl-b15-wd0.1-prior3m0.9-restart15at10x2"
+    )
     plain = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "150", "--class-prior", "0"])
-    assert (plain.class_prior_momentum, plain.name) == (0.0, "add2-150-neupsl-b15-wd0.1")  # no prior: no momentum
+    assert (plain.class_prior_momentum, plain.name) == (0.0, "add2-150-neupsl-b15-wd0.1-restart15at10x2")  # no prior
     with pytest.warns(UserWarning, match="--class-prior-momentum has no effect"):
         _cli_setting(
             monkeypatch, ["--digits", "2", "--additions", "150", "--class-prior", "0", "--class-prior-momentum", "0.9"]
@@ -303,3 +306,55 @@ def test_class_prior_momentum_runs_over_batches_and_spares_a_balanced_network(mo
         ClassBalance(1.0, momentum=1.0)
     with pytest.raises(ConfigurationError, match="has not seen any predictions"):
         ClassBalance(1.0, momentum=0.5).running_mean()
+
+
+def test_a_slow_start_restarts_from_a_new_network_and_selection_spans_every_attempt(mnist, jvm_started):
+    """Invariants of a restart: a run judged after 1 epoch against an unreachable 100 % restarts as often as allowed
+    (each time from a new initialisation), trains the full schedule after the last restart, records every epoch
+    it trained, and keeps the best validation epoch over all attempts; without a threshold nothing restarts."""
+    from pslbridge.experiments.mnist_add_runner import NeuPSLRun, split_data
+
+    setting = Setting(**TINY, epochs=3, restart_below=100, restart_epochs=1, max_restarts=2)
+    data = split_data(setting, 0, 3, mnist[1], mnist[3])
+    run = NeuPSLRun(setting, 0, 3, data, mnist)
+    first = run.model.get_weights()
+    starts = []
+    run.on_epoch = lambda epoch, logs: starts.append(epoch)
+    try:
+        history = run.fit()
+        assert run.restarts == 2 and starts == [0, 0, 0, 1, 2]  # 1 + 1 judged epochs, then the full 3
+        assert len(history["val_sum_acc"]) == len(history["step_time"]) == len(history["psl_time"]) == 5
+        assert run.best["score"] == max(history["val_sum_acc"])
+        assert run.learn_time > 0
+        retrained = NeuPSLRun(replace(setting, restart_below=0), 0, 3, data, mnist)
+        assert all(np.array_equal(a, b) for a, b in zip(first, retrained.model.get_weights()))  # same first draw
+        restarted = mnist_add_runner.initial_network(setting, 3, 0, restarts=1)
+        assert not all(np.array_equal(a, b) for a, b in zip(first, restarted.get_weights()))
+        history = retrained.fit()
+        assert retrained.restarts == 0 and len(history["val_sum_acc"]) == 3
+        row = retrained.result(history)
+        assert row["restarts"] == 0
+    finally:
+        for bridge in (*run.train_bridges, run.val_bridge, run.test_bridge):
+            bridge.close()
+
+
+def test_restart_flags_reach_the_setting_and_a_restart_that_cannot_happen_warns(monkeypatch, tmp_path):
+    """``--restart-below`` / ``--restart-epochs`` / ``--max-restarts`` replace Add2-150's defaults (and the name and
+    the results' schedule say so); ``--restart-below 0`` turns restarts off; flags that cannot take effect warn."""
+    add2, write_table = ["--digits", "2", "--additions", "150"], mnist_add_runner.write_table  # before the patch
+    setting = _cli_setting(
+        monkeypatch, [*add2, "--restart-below", "20", "--restart-epochs", "5", "--max-restarts", "1"]
+    )
+    assert (setting.restart_below, setting.restart_epochs, setting.max_restarts) == (20.0, 5, 1)
+    assert setting.name.endswith("-prior100m0.98-restart20at5x1")
+    row = {"setting": setting.name, "split": 0, "seed": 31, "method": "NeuPSL", "sum_acc": 70.0, "wall_s": 60.0}
+    mnist_add_runner.record_split(tmp_path, setting, 0, [{k: v for k, v in row.items() if k not in ("split", "seed")}])
+    line = [line for line in write_table(tmp_path).splitlines() if line.startswith("| add2")][0]
+    assert "prior 100, class_prior_momentum 0.98, restart below 20 % after 5 epochs (at most 1) |" in line
+    off = _cli_setting(monkeypatch, [*add2, "--restart-below", "0"])
+    assert (off.restarts, off.name) == (False, "add2-150-neupsl-b15-wd0.1-prior100m0.98")
+    with pytest.warns(UserWarning, match="--restart-epochs / --max-restarts have no effect"):
+        _cli_setting(monkeypatch, [*add2, "--restart-epochs", "40"])  # judged after the last epoch: never
+    with pytest.warns(UserWarning, match="have no effect"):
+        _cli_setting(monkeypatch, ["--additions", "300", "--max-restarts", "3"])  # Add1: no threshold
