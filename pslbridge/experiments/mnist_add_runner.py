@@ -676,7 +676,7 @@ class NeuPSLRun:
         self.test_bridge = self._eval_bridge(self.test, setting.test_admm_iterations or setting.eval_admm_iterations)
         self.build = time.perf_counter() - t0
         self.x_train = x_train
-        self.best: dict[str, Any] = {"score": -1.0, "weights": None, "epoch": -1, "restarts": 0}
+        self.best: dict[str, Any] = {"score": -1.0, "weights": None, "epoch": -1}
         self.attempt_score = -1.0  # best validation score of the current attempt (restarts)
         self.curve: list[tuple[float, float]] = []  # (seconds of learning so far, test sum accuracy)
         #: Called after every epoch with the epoch and its validation logs (``val_score``: what selection uses).
@@ -710,7 +710,7 @@ class NeuPSLRun:
         )
         self.attempt_score = max(self.attempt_score, score)
         if score >= self.best["score"]:
-            self.best.update(score=score, weights=self.model.get_weights(), epoch=epoch, restarts=self.restarts)
+            self.best.update(score=score, weights=self.model.get_weights(), epoch=epoch)
         if self.on_epoch is not None:
             self.on_epoch(epoch, {**logs, "val_score": score})
         if self.setting.curve:
