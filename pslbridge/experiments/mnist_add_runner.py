@@ -777,27 +777,26 @@ class NeuPSLRun:
             self.attempt_score = -1.0
             judged = setting.restarts and self.restarts < setting.max_restarts
             train(model, 0, setting.restart_epochs if judged else setting.epochs)
-            if judged and 100 * self.attempt_score < setting.restart_below:
-                psl_times += model.psl_times
-                self.restarts += 1
-                log.warning(
-                    "%s split %d: best validation score %.1f %% in %d epochs is below %g %%: restart %d of %d",
-                    setting.name,
-                    self.split,
-                    100 * self.attempt_score,
-                    setting.restart_epochs,
-                    setting.restart_below,
-                    self.restarts,
-                    setting.max_restarts,
-                )
-                self.model = initial_network(setting, self.seed, self.split, self.restarts)
-                if setting.weight_average:
-                    self.average = WeightAverage(self.model, setting.weight_average)
-                continue
-            if judged:
+            slow = judged and 100 * self.attempt_score < setting.restart_below
+            if judged and not slow:
                 train(model, setting.restart_epochs, setting.epochs)
             psl_times += model.psl_times
-            break
+            if not slow:
+                break
+            self.restarts += 1
+            log.warning(
+                "%s split %d: best validation score %.1f %% in %d epochs is below %g %%: restart %d of %d",
+                setting.name,
+                self.split,
+                100 * self.attempt_score,
+                setting.restart_epochs,
+                setting.restart_below,
+                self.restarts,
+                setting.max_restarts,
+            )
+            self.model = initial_network(setting, self.seed, self.split, self.restarts)
+            if setting.weight_average:
+                self.average = WeightAverage(self.model, setting.weight_average)
         self.learn_time = time.perf_counter() - self.started - self.paused
         # Per-epoch mean step and PSL times (the first epoch's include tracing the step), every attempt in order.
         bounds = [0, *epoch_steps]
