@@ -53,8 +53,7 @@ def test_selection_keeps_the_averaged_network_and_training_the_raw_one(mnist, jv
             np.testing.assert_allclose(best, avg, rtol=1e-6)
         assert any(not np.allclose(a, r) for a, r in zip(averaged, raw))
     finally:
-        for bridge in (*run.train_bridges, run.val_bridge, run.test_bridge):
-            bridge.close()
+        run.close()
 
 
 def test_shift_moves_training_images_and_leaves_inference_alone():
@@ -335,8 +334,7 @@ def test_a_slow_start_restarts_from_a_new_network_and_selection_spans_every_atte
         row = retrained.result(history)
         assert row["restarts"] == 0
     finally:
-        for bridge in (*run.train_bridges, run.val_bridge, run.test_bridge):
-            bridge.close()
+        run.close()
 
 
 def test_restart_flags_reach_the_setting_and_a_restart_that_cannot_happen_warns(monkeypatch, tmp_path):
