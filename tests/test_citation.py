@@ -96,18 +96,62 @@ def test_short_neupsl_run_on_cora_beats_the_untrained_network(jvm_started):
 
 @needs_data
 def test_cli_hyper_parameters_reach_the_recorded_setting(tmp_path, jvm_started):
-    """Every CitationSetting field has a flag; the values are recorded with each result row."""
+    """Every CitationSetting field has a flag; the values are recorded with each result row, and the table names
+    the fields that differ from the defaults (a run without flags is "defaults", tuple fields included)."""
+    from dataclasses import fields
+
     from pslbridge.experiments import citation_runner
 
     flags = ["--l2", "5e-7", "--learning-rate", "1.5", "--weight-step", "1e-3", "--admm-iterations", "1000"]
-    flags += ["--neural-step", "0.02", "--pretrain-epochs", "7", "--steps", "9"]
-    args = ["--datasets", "cora", "--splits", "1", "--methods", "lp_psl", "--out", str(tmp_path), *flags]
+    flags += ["--neural-step", "0.02", "--pretrain-epochs", "7", "--steps", "9", "--hops", "3"]
+    flags += ["--initial-neural-weights", "0.2", "0.9"]
+    assert {f.name.replace("_", "-") for f in fields(citation_runner.CitationSetting)} == {
+        flag[2:] for flag in flags if flag.startswith("--")
+    }
+    args = ["--datasets", "cora", "--splits", "1", "--methods", "lp_psl", "--out", str(tmp_path)]
+    assert citation_runner.main([*args, *flags]) == 0
     assert citation_runner.main(args) == 0
     with open(tmp_path / "results.csv") as handle:
-        (row,) = list(csv.DictReader(handle))
+        row, default_row = list(csv.DictReader(handle))
     recorded = {k: float(row[k]) for k in ("l2", "learning_rate", "weight_step", "neural_step")}
     assert recorded == {"l2": 5e-7, "learning_rate": 1.5, "weight_step": 1e-3, "neural_step": 0.02}
-    assert (row["admm_iterations"], row["pretrain_epochs"], row["steps"]) == ("1000", "7", "9")
-    with pytest.raises(SystemExit) as stop:
-        citation_runner.main(["--l2", "-1"])
-    assert stop.value.code == 2
+    assert (row["admm_iterations"], row["pretrain_epochs"], row["steps"], row["hops"]) == ("1000", "7", "9", "3")
+    assert row["initial_neural_weights"] == "[0.2, 0.9]"
+    table = (tmp_path / "results.md").read_text().splitlines()[4:]
+    options = sorted(line.split(" | ")[2] for line in table if line.startswith("| cora |"))
+    assert options[0] == "defaults" and "hops 3" in options[1] and "initial_neural_weights [0.2, 0.9]" in options[1]
+    for bad in (["--l2", "-1"], ["--initial-neural-weights", "1"], ["--hops", "0"]):
+        with pytest.raises(SystemExit) as stop:
+            citation_runner.main(bad)
+        assert stop.value.code == 2
+
+
+def test_defaults_are_per_data_set_and_method_and_the_table_names_departures_from_them(tmp_path):
+    """LP+FP on Cora runs its own defaults (more hops, less L2, the wider initial grid); NeuPSL-LP runs the plain
+    setting. A results line says "defaults" for the row's own data set and method, and names what differs."""
+    from dataclasses import asdict, replace
+
+    from pslbridge.experiments.citation_runner import CitationSetting, default_setting, write_table
+    from pslbridge.experiments.reporting import append_csv
+
+    cora_fp, citeseer_fp = default_setting("cora", "lp+fp"), default_setting("citeseer", "lp+fp")
+    assert default_setting("cora", "lp") == default_setting("citeseer", "lp") == CitationSetting()
+    assert (cora_fp.hops, cora_fp.l2, citeseer_fp.hops, citeseer_fp.l2) == (6, 5e-7, 2, CitationSetting().l2)
+    assert set(CitationSetting().initial_neural_weights) < set(citeseer_fp.initial_neural_weights)
+    rows = [
+        ("cora", "NeuPSL-LP+FP", cora_fp),
+        ("cora", "NeuPSL-LP", CitationSetting()),
+        ("citeseer", "NeuPSL-LP+FP", replace(citeseer_fp, hops=3)),
+    ]
+    for dataset, method, setting in rows:
+        row = {"dataset": dataset, "method": method, "seed": 7, "split": 0, "test_acc": 80.0, **asdict(setting)}
+        row["initial_neural_weights"] = list(setting.initial_neural_weights)  # as the runner writes it: JSON
+        append_csv(tmp_path / "results.csv", row, list(row))
+    text = write_table(tmp_path)
+    assert "seed 100" in text  # where the defaults were chosen
+    lines = [line.split(" | ") for line in text.splitlines()[4:] if line.startswith("| ")]
+    assert sorted((cells[0][2:], cells[1], cells[2]) for cells in lines) == [
+        ("citeseer", "NeuPSL-LP+FP", "hops 3"),
+        ("cora", "NeuPSL-LP", "defaults"),
+        ("cora", "NeuPSL-LP+FP", "defaults"),
+    ]

@@ -66,7 +66,7 @@ def test_ray_sweep_matches_the_sequential_runs_and_survives_a_killed_worker(tmp_
         )
         for k in (0, 1)
     ]
-    cora = {"name": "cora", "setting": asdict(citation_runner.CitationSetting()), "seed": 0, "data_dir": None}
+    cora = {"name": "cora", "overrides": {"steps": 3}, "seed": 0, "data_dir": None}
     task = "pslbridge.experiments.citation_runner:run_split_task"
     cora_run = Run("cora-split0", task, {**cora, "split_id": 0, "methods": ["lp_psl"]})
     bad = Run("bad", task, {**cora, "name": "pubmed", "split_id": 0, "methods": ["lp_psl"]})
@@ -90,8 +90,9 @@ def test_ray_sweep_matches_the_sequential_runs_and_survives_a_killed_worker(tmp_
         for key in ("sum_acc", "digit_acc", "val_score", "best_epoch"):
             assert remote[key] == pytest.approx(sequential[key], abs=2.0), (k, key)
         assert remote["history"]["energy"] == pytest.approx(sequential["history"]["energy"], rel=1e-3)
-    sequential_cora = citation_runner.run_split("cora", 0, citation_runner.CitationSetting(), 0, None, ("lp_psl",))
+    sequential_cora = citation_runner.run_split("cora", 0, {"steps": 3}, 0, None, ("lp_psl",))
     assert results[cora_run.key]["rows"][0]["test_acc"] == pytest.approx(sequential_cora[0]["test_acc"], abs=1e-9)
+    assert results[cora_run.key]["rows"][0]["steps"] == sequential_cora[0]["steps"] == 3
 
     # Restarted here: the finished runs are stored, nothing runs (Ray is not started, so the JVM here is no
     # obstacle). The failed run is not stored: a restart would try it again.

@@ -14,7 +14,14 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-__all__ = ["non_negative_float", "non_negative_int", "positive_float", "positive_int", "unit_interval"]
+__all__ = [
+    "non_negative_float",
+    "non_negative_int",
+    "open_unit_interval",
+    "positive_float",
+    "positive_int",
+    "unit_interval",
+]
 
 
 def positive_int(text: str) -> int:
@@ -85,6 +92,20 @@ def unit_interval(text: str) -> float:
         argparse.ArgumentTypeError: expected a number in [0, 1), got '1'
     """
     return _float_where(text, lambda value: 0.0 <= value < 1.0, "a number in [0, 1)")
+
+
+def open_unit_interval(text: str) -> float:
+    """A number strictly between 0 and 1 (a share of a weight that both parts must keep).
+
+    Example:
+        >>> open_unit_interval("0.95")
+        0.95
+        >>> open_unit_interval("0")
+        Traceback (most recent call last):
+        ...
+        argparse.ArgumentTypeError: expected a number in (0, 1), got '0'
+    """
+    return _float_where(text, lambda value: 0.0 < value < 1.0, "a number in (0, 1)")
 
 
 def _float_where(text: str, accept: Callable[[float], bool], expected: str) -> float:

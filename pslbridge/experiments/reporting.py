@@ -108,6 +108,10 @@ def non_defaults(row: dict[str, str], defaults: dict[str, Any]) -> str:
         'steps 100'
         >>> non_defaults({"steps": "50.0", "unique": ""}, {"steps": 50, "unique": None})
         'defaults'
+        >>> non_defaults({"grid": "[0.1, 0.5]"}, {"grid": (0.1, 0.5)})
+        'defaults'
+        >>> non_defaults({"grid": "[0.2]"}, {"grid": (0.1,)})
+        'grid [0.2]'
     """
     changed = []
     for name, default in defaults.items():
@@ -124,6 +128,11 @@ def _same(value: str, default: Any) -> bool:
             return math.isclose(float(value), float(default), rel_tol=1e-12, abs_tol=0.0)
         except ValueError:
             return False
+    if isinstance(default, (list, tuple)):  # written to the CSV as a JSON list
+        try:
+            return json.loads(value) == json.loads(json.dumps(list(default)))
+        except ValueError:
+            pass
     return value == str(default)
 
 
