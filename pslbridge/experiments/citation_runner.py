@@ -29,6 +29,7 @@ import statistics
 import subprocess
 import sys
 import time
+import warnings
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -473,9 +474,11 @@ def _run_on_ray(
         rows.extend(write_rows(out / "results.csv", [failed] if "error" in result else result["rows"], _FIELDS))
 
     kwargs = {"name": name, "overrides": overrides, "seed": seed, "data_dir": data_dir and str(data_dir)}
+    # The digest names the settings the methods will run, so a stored run never stands for other defaults.
+    ran = {method: asdict(replace(default_setting(name, method), **overrides)) for method in ("lp", "lp+fp")}
     runs = [
         Run(
-            f"{name}-split{split_id}-{run_digest(kwargs, sorted(methods))}",
+            f"{name}-split{split_id}-{run_digest(kwargs, ran, sorted(methods))}",
             "pslbridge.experiments.citation_runner:run_split_task",
             {**kwargs, "split_id": split_id, "methods": list(methods)},
             BASE_MEMORY_MB + 1000,
@@ -594,6 +597,8 @@ def main(argv: list[str] | None = None) -> int:
     ray = RayOptions.from_args(args, parser)
     overrides = {name: getattr(args, name) for name in CitationSetting.__dataclass_fields__}
     overrides = {name: tuple(v) if isinstance(v, list) else v for name, v in overrides.items() if v is not None}
+    if args.hops is not None and "lp+fp" not in args.methods:
+        warnings.warn("--hops has no effect without --methods lp+fp (only LP+FP propagates features)", stacklevel=2)
     for name in args.datasets:
         run_dataset(name, args.splits, overrides, args.out, args.seed, args.data_dir, tuple(args.methods), ray)
     print(write_table(args.out))
