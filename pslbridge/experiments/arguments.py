@@ -15,6 +15,7 @@ import argparse
 from collections.abc import Callable
 
 __all__ = [
+    "DefaultsHelpFormatter",
     "non_negative_float",
     "non_negative_int",
     "open_unit_interval",
@@ -117,3 +118,19 @@ def _float_where(text: str, accept: Callable[[float], bool], expected: str) -> f
     if not accept(value):
         raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
     return value
+
+
+class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each option's default in its help, except ``None`` (an option whose default depends on others).
+
+    Example:
+        >>> parser = argparse.ArgumentParser(prog="p", formatter_class=DefaultsHelpFormatter)
+        >>> _ = parser.add_argument("--steps", type=int, default=50, help="steps")
+        >>> _ = parser.add_argument("--hops", type=int, help="hops (default: 2; Cora 6)")
+        >>> help_text = " ".join(parser.format_help().split())
+        >>> "steps (default: 50)" in help_text, "(default: None)" in help_text
+        (True, False)
+    """
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        return action.help if action.default is None else super()._get_help_string(action)

@@ -40,7 +40,7 @@ from ..bridge import Bridge
 from ..datasets.planetoid import Graph, Split, load_planetoid, make_split, propagate_features
 from ..learning import WeightOptimizer
 from ..training import set_seed
-from .arguments import open_unit_interval, positive_float, positive_int
+from .arguments import DefaultsHelpFormatter, open_unit_interval, positive_float, positive_int
 from .citation import citation_spec, dense_classifier, normalise_rows
 from .reporting import failed_runs, mean_std, non_defaults, read_groups, write_rows
 from .sweep import BASE_MEMORY_MB, RayOptions, Run, add_ray_arguments, run_all, run_digest
@@ -551,7 +551,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m pslbridge.experiments citation",
         description="NeuPSL-LP, NeuPSL-LP+FP and the baselines on Planetoid Cora/Citeseer (paper splits).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsHelpFormatter,
     )
     parser.add_argument(
         "--datasets", nargs="+", default=["citeseer", "cora"], choices=("citeseer", "cora"), help="data sets to run"

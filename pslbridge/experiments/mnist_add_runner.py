@@ -38,7 +38,14 @@ import numpy as np
 from ..bridge import Bridge, InferenceResult
 from ..datasets.mnist import load_mnist
 from ..training import set_seed
-from .arguments import non_negative_float, non_negative_int, positive_float, positive_int, unit_interval
+from .arguments import (
+    DefaultsHelpFormatter,
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    unit_interval,
+)
 from .mnist_add import AdditionSet, addition_spec, lenet, make_additions, prepare_images
 from .reporting import append_csv, failed_runs, mean_std, read_groups, write_rows
 from .sweep import BASE_MEMORY_MB, RayOptions, Run, add_ray_arguments, run_all, run_digest
@@ -1182,7 +1189,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m pslbridge.experiments mnist-add",
         description="MNIST-Addition (Add1/Add2): NeuPSL and the CNN baseline over seeded splits.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsHelpFormatter,
     )
     parser.add_argument("--digits", type=int, default=1, choices=(1, 2), help="digits per number (Add1 or Add2)")
     parser.add_argument("--additions", type=positive_int, default=300, help="training additions")
@@ -1190,7 +1197,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--splits", type=positive_int, default=5, help="splits to run")
     parser.add_argument("--first-split", type=non_negative_int, default=0, help="number of the first split")
     parser.add_argument(
-        "--epochs", type=positive_int, help="epochs (default: 125 for Add1 under 1,000 additions, 25 above, Add2 20)"
+        "--epochs",
+        type=positive_int,
+        help="epochs (default: 125 for Add1 under 1,000 additions, 25 above; Add2 40 under 1,000, 20 above)",
     )
     parser.add_argument(
         "--steps-per-epoch", type=positive_int, help="passes over the batches per epoch (default: Add1 20, Add2 5 or 1)"
