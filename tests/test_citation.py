@@ -118,6 +118,7 @@ def test_cli_hyper_parameters_reach_the_recorded_setting(tmp_path, jvm_started):
     assert recorded == {"l2": 5e-7, "learning_rate": 1.5, "weight_step": 1e-3, "neural_step": 0.02}
     assert (row["admm_iterations"], row["pretrain_epochs"], row["steps"], row["hops"]) == ("1000", "7", "9", "3")
     assert row["initial_neural_weights"] == "[0.2, 0.9]"
+    assert (default_row["hops"], default_row["l2"]) == ("2", "5e-06")  # lp_psl rows record NeuPSL-LP's defaults
     table = (tmp_path / "results.md").read_text().splitlines()[4:]
     options = sorted(line.split(" | ")[2] for line in table if line.startswith("| cora |"))
     assert options[0] == "defaults" and "hops 3" in options[1] and "initial_neural_weights [0.2, 0.9]" in options[1]
