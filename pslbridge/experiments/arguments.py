@@ -120,8 +120,10 @@ def _float_where(text: str, accept: Callable[[float], bool], expected: str) -> f
     return value
 
 
-class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+class DefaultsHelpFormatter(argparse.HelpFormatter):
     """Shows each option's default in its help, except ``None`` (an option whose default depends on others).
+
+    What :class:`argparse.ArgumentDefaultsHelpFormatter` does, less its ``(default: None)``.
 
     Example:
         >>> parser = argparse.ArgumentParser(prog="p", formatter_class=DefaultsHelpFormatter)
@@ -133,4 +135,9 @@ class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
-        return action.help if action.default is None else super()._get_help_string(action)
+        text = action.help or ""
+        if action.default in (None, argparse.SUPPRESS) or "%(default)" in text:
+            return action.help
+        if action.option_strings or action.nargs in (argparse.OPTIONAL, argparse.ZERO_OR_MORE):
+            return f"{text} (default: %(default)s)"
+        return action.help
