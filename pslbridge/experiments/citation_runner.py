@@ -412,6 +412,11 @@ def run_dataset(
     return rows
 
 
+def _settings(name: str, overrides: dict[str, Any] | None) -> dict[str, CitationSetting]:
+    """The setting each NeuPSL method runs on data set ``name``: its default with ``overrides`` applied."""
+    return {method: replace(default_setting(name, method), **(overrides or {})) for method in ("lp", "lp+fp")}
+
+
 def run_split(
     name: str,
     split_id: int,
@@ -427,7 +432,7 @@ def run_split(
     the setting it ran. ``jvm_start``: the JVM's start-up seconds, part of the cold inference time (None: measured
     here if needed).
     """
-    settings = {method: replace(default_setting(name, method), **(overrides or {})) for method in ("lp", "lp+fp")}
+    settings = _settings(name, overrides)
     graph = load_planetoid(name, data_dir)
     raw = normalise_rows(graph.features)
     fp = settings["lp+fp"]
@@ -475,7 +480,7 @@ def _run_on_ray(
 
     kwargs = {"name": name, "overrides": overrides, "seed": seed, "data_dir": data_dir and str(data_dir)}
     # The digest names the settings the methods will run, so a stored run never stands for other defaults.
-    ran = {method: asdict(replace(default_setting(name, method), **overrides)) for method in ("lp", "lp+fp")}
+    ran = {method: asdict(setting) for method, setting in _settings(name, overrides).items()}
     runs = [
         Run(
             f"{name}-split{split_id}-{run_digest(kwargs, ran, sorted(methods))}",
