@@ -31,7 +31,7 @@ from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Any
 
-from .arguments import positive_int
+from .arguments import DefaultsHelpFormatter, positive_int
 from .mnist_add_runner import Setting, default_setting, memory_estimate_mb, validate_split
 from .sweep import require_ray, start_ray
 
@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m pslbridge.experiments search",
         description="Hyper-parameter search for MNIST-Addition on validation data (Ray Tune, ASHA).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsHelpFormatter,
     )
     parser.add_argument(
         "--space", action="append", required=True, help="field=choice:a,b | uniform:lo:hi | loguniform:lo:hi"

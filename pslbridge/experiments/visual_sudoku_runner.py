@@ -30,7 +30,7 @@ import numpy as np
 from ..bridge import Bridge
 from ..datasets.mnist import load_mnist
 from ..training import set_seed
-from .arguments import non_negative_int, positive_int
+from .arguments import DefaultsHelpFormatter, non_negative_int, positive_int
 from .mnist_add import lenet, lenet_layers, prepare_images
 from .reporting import failed_runs, mean_std, non_defaults, read_groups, write_rows
 from .sweep import RayOptions, Run, add_ray_arguments, run_all, run_digest
@@ -267,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m pslbridge.experiments visual-sudoku",
         description="Visual Sudoku puzzle classification: NeuPSL and the CNN/MLP baselines.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsHelpFormatter,
     )
     parser.add_argument("--puzzles", type=positive_int, default=16, help="training puzzles per split")
     parser.add_argument("--unique", type=positive_int, help="unique training images (overlap variant)")
