@@ -21,13 +21,18 @@ pytestmark = pytest.mark.usefixtures("jvm_started")
 SA = MODELS / "simple-acquaintances" / "simple-acquaintances.json"
 #: Dual BCD run close to its optimum (PSL's default gap threshold is 0.01).
 DUAL_TIGHT = DualBCDOptions(primal_dual_threshold=1e-6, max_iterations=100_000).to_psl()
+#: Dual BCD run for a fixed number of iterations. PSL grounds in parallel, so the order of the ground terms, and
+#: with it where a gap test first passes, changes from run to run: on simple-acquaintances two runs of the jar
+#: itself at the 1e-6 gap above differed by up to 2e-4 in atom values and 5e-5 in learned weights. A fixed count
+#: far past convergence lands every order on the same (unique, regularised) optimum: 3e-8 between runs.
+DUAL_FIXED = {**DualBCDOptions(max_iterations=2000).to_psl(), "reasoner.runfulliterations": "true"}
 JAR_DUAL = {"runtime.inference.method": "DualBCDInference", "weightlearning.inference": "DualBCDInference"}
 METHODS = {"bce": "BinaryCrossEntropy", "squared_error": "SquaredError", "energy": "Energy"}
 
 
-def _jar_options(loss: str, steps: int, **extra: str) -> dict[str, str]:
+def _jar_options(loss: str, steps: int, dual: dict[str, str] = DUAL_TIGHT, **extra: str) -> dict[str, str]:
     return {
-        **DUAL_TIGHT,
+        **dual,
         **JAR_DUAL,
         "runtime.learn.method": METHODS[loss],
         "gradientdescent.numsteps": str(steps),
@@ -42,17 +47,17 @@ def _bridge_options(options: dict[str, str]) -> dict[str, str]:
 
 def test_dual_bcd_inference_matches_the_jars_dual_bcd_inference():
     spec = load_model(SA)
-    options = {**DUAL_TIGHT, "runtime.inference.method": "DualBCDInference"}
-    with Bridge(spec, options=DUAL_TIGHT, reasoner="dualbcd") as bridge:
+    options = {**DUAL_FIXED, "runtime.inference.method": "DualBCDInference"}
+    with Bridge(spec, options=DUAL_FIXED, reasoner="dualbcd") as bridge:
         result = bridge.infer()
         values = bridge.program.atom_values().astype(np.float64)[bridge.program.unfixed_mask()]
         regularisation = 0.01 * float(np.dot(values, values))
         oracle = run_runtime(spec, options=options)
         expected = oracle.values("Knows", bridge.atoms("Knows"))
-    np.testing.assert_allclose(result["Knows"], expected, atol=1e-4)
+    np.testing.assert_allclose(result["Knows"], expected, atol=1e-5)
     # PSL logs the regularised objective (its DualBCDInference returns, and pslbridge reports, the plain one).
     assert result.objective + regularisation == pytest.approx(oracle.objective, rel=1e-4, abs=1e-5)
-    assert result.violated_constraints == 0 and result.iterations > 10
+    assert result.violated_constraints == 0 and result.iterations == 2001  # PSL tests its cap after a sweep
 
 
 def test_dual_bcd_reads_the_pushed_predictions_on_its_first_solve():
@@ -111,14 +116,14 @@ def test_energy_learning_with_dual_bcd_matches_the_jars_energy_learner():
 @pytest.mark.parametrize("loss", ["bce", "squared_error"])
 def test_bilevel_weight_learning_matches_the_jar_without_neural(loss):
     spec = load_model(SA, phase="learn")
-    options = _jar_options(loss, 3)
+    options = _jar_options(loss, 3, DUAL_FIXED)
     jar = [w for w in run_runtime(spec, options=options).weights() if w is not None]
     with Bridge(spec, options=_bridge_options(options), reasoner="dualbcd") as bridge:
         optimizer = WeightOptimizer.from_psl_options(options)
         for _ in range(3 + 2):  # PSL's loop runs numsteps + 2 steps
             step = bridge.learn_step(loss=loss, weights=optimizer)
         assert step.iterations["map"] >= 1 and step.iterations["augmented"] >= 1
-        np.testing.assert_allclose(bridge.rule_weights, jar, atol=1e-4)
+        np.testing.assert_allclose(bridge.rule_weights, jar, atol=1e-5)
 
 
 @pytest.mark.parametrize("loss", ["bce", "squared_error"])
