@@ -50,19 +50,20 @@ def append_csv(path: Path, row: dict[str, Any], fields: Sequence[str]) -> None:
 def write_rows(path: Path, rows: Sequence[dict[str, Any]], fields: Sequence[str]) -> list[dict[str, Any]]:
     """Print each result row (a JSON line) and append it to the results CSV ``path``; return the rows.
 
-    A failed run's row carries ``error``, which becomes a column of its own.
+    The printed line keeps 6 significant digits of each float (the CSV keeps every digit). A failed run's row
+    carries ``error``, which becomes a column of its own.
 
     Example:
         >>> import tempfile; p = Path(tempfile.mkdtemp()) / "r.csv"
-        >>> _ = write_rows(p, [{"split": 0, "acc": 80.12345}], ["split", "acc"])
-        {"split": 0, "acc": 80.1235}
+        >>> _ = write_rows(p, [{"split": 0, "acc": 80.1234567, "l2": 5e-7}], ["split", "acc", "l2"])
+        {"split": 0, "acc": 80.1235, "l2": 5e-07}
         >>> _ = write_rows(p, [{"split": 1, "error": "DataError: x"}], ["split", "acc"])
         {"split": 1, "error": "DataError: x"}
         >>> p.read_text().split()
-        ['split,acc,error', '0,80.12345,', '1,,DataError:', 'x']
+        ['split,acc,l2,error', '0,80.1234567,5e-07,', '1,,,DataError:', 'x']
     """
     for row in rows:
-        print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
+        print(json.dumps({k: (float(f"{v:.6g}") if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
         append_csv(path, row, [*fields, "error"] if "error" in row else fields)
     return list(rows)
 
