@@ -48,8 +48,8 @@ from .sweep import BASE_MEMORY_MB, RayOptions, Run, add_ray_arguments, run_all, 
 __all__ = [
     "BALANCE_SELECTIONS",
     "METHODS",
-    "PRETRAIN_MONITORS",
     "PAPER",
+    "PRETRAIN_MONITORS",
     "TUNING",
     "CitationSetting",
     "balance_score",
@@ -229,6 +229,12 @@ def balance_score(
         probs: The network's predictions for every node.
         selection: ``"accuracy"``: the fraction of ``nodes`` whose inferred label is right; ``"loss"``: the mean
             ``log HasCat(node, label)`` (minus the cross-entropy; values clipped at 1e-3).
+
+    Returns:
+        The score after one inference (warm-started from the bridge's current state).
+
+    Raises:
+        ConfigurationError: An unknown ``selection``.
 
     Example:
         >>> pairs = [(n, c) for n in "01" for c in "01"]
