@@ -316,6 +316,11 @@ def run_neupsl(
         >>> row = run_neupsl("NeuPSL-LP", x, graph, split, setting, jvm_start=0.0)
         >>> row["method"], row["test_acc"], len(row["rule_weights"])
         ('NeuPSL-LP', 100.0, 2)
+        >>> on_loss = replace(setting, pretrain_monitor="val_loss", balance_selection="loss",
+        ...                   initial_neural_weights=(0.05, 0.95))
+        >>> row = run_neupsl("NeuPSL-LP", x, graph, split, on_loss, jvm_start=0.0)
+        >>> row["test_acc"], row["rule_weights"] in ([0.05, 0.95], [0.95, 0.05])  # a grid point: step 0 is kept
+        (100.0, True)
     """
     import keras
 
