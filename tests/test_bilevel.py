@@ -22,8 +22,8 @@ SA = MODELS / "simple-acquaintances" / "simple-acquaintances.json"
 #: Dual BCD run close to its optimum (PSL's default gap threshold is 0.01).
 DUAL_TIGHT = DualBCDOptions(primal_dual_threshold=1e-6, max_iterations=100_000).to_psl()
 #: Dual BCD run for a fixed number of iterations. PSL grounds in parallel, so the order of the ground terms, and
-#: with it where a gap test first passes, changes from run to run: on simple-acquaintances two runs of the jar
-#: itself at the 1e-6 gap above differed by up to 2e-4 in atom values and 5e-5 in learned weights. A fixed count
+#: with it where a gap test first passes, changes from run to run: on simple-acquaintances six runs of the jar
+#: itself at the 1e-6 gap above spread over 2e-4 in an atom's value (5e-5 in weights learned). A fixed count
 #: far past convergence lands every order on the same (unique, regularised) optimum: 3e-8 between runs.
 DUAL_FIXED = {**DualBCDOptions(max_iterations=2000).to_psl(), "reasoner.runfulliterations": "true"}
 JAR_DUAL = {"runtime.inference.method": "DualBCDInference", "weightlearning.inference": "DualBCDInference"}
