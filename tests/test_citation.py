@@ -105,6 +105,7 @@ def test_cli_hyper_parameters_reach_the_recorded_setting(tmp_path, jvm_started):
     flags = ["--l2", "5e-7", "--learning-rate", "1.5", "--weight-step", "1e-3", "--admm-iterations", "1000"]
     flags += ["--neural-step", "0.02", "--pretrain-epochs", "7", "--steps", "9", "--hops", "3"]
     flags += ["--initial-neural-weights", "0.2", "0.9", "--pretrain-monitor", "val_loss", "--balance-selection", "loss"]
+    flags += ["--hidden", "16"]
     assert {f.name.replace("_", "-") for f in fields(citation_runner.CitationSetting)} == {
         flag[2:] for flag in flags if flag.startswith("--")
     }
@@ -118,12 +119,18 @@ def test_cli_hyper_parameters_reach_the_recorded_setting(tmp_path, jvm_started):
     assert recorded == {"l2": 5e-7, "learning_rate": 1.5, "weight_step": 1e-3, "neural_step": 0.02}
     assert (row["admm_iterations"], row["pretrain_epochs"], row["steps"], row["hops"]) == ("1000", "7", "9", "3")
     assert row["initial_neural_weights"] == "[0.2, 0.9]"
-    assert (row["pretrain_monitor"], row["balance_selection"]) == ("val_loss", "loss")
+    assert (row["pretrain_monitor"], row["balance_selection"], row["hidden"]) == ("val_loss", "loss", "16")
     assert (default_row["hops"], default_row["l2"]) == ("2", "5e-06")  # lp_psl rows record NeuPSL-LP's defaults
     table = (tmp_path / "results.md").read_text().splitlines()[4:]
     options = sorted(line.split(" | ")[2] for line in table if line.startswith("| cora |"))
     assert options[0] == "defaults" and "hops 3" in options[1] and "initial_neural_weights [0.2, 0.9]" in options[1]
-    for bad in (["--l2", "-1"], ["--initial-neural-weights", "1"], ["--hops", "0"], ["--pretrain-monitor", "loss"]):
+    for bad in (
+        ["--l2", "-1"],
+        ["--initial-neural-weights", "1"],
+        ["--hops", "0"],
+        ["--pretrain-monitor", "loss"],
+        ["--hidden", "-1"],
+    ):
         with pytest.raises(SystemExit) as stop:
             citation_runner.main(bad)
         assert stop.value.code == 2
@@ -140,6 +147,7 @@ def test_defaults_are_per_data_set_and_method_and_the_table_names_departures_fro
     cora_fp, citeseer_fp = default_setting("cora", "lp+fp"), default_setting("citeseer", "lp+fp")
     assert default_setting("cora", "lp") == default_setting("citeseer", "lp") == CitationSetting()
     assert (cora_fp.hops, cora_fp.l2, citeseer_fp.hops, citeseer_fp.l2) == (6, 5e-7, 2, CitationSetting().l2)
+    assert (cora_fp.hidden, cora_fp.learning_rate, citeseer_fp.hidden) == (128, 0.1, 0)
     for fp in (cora_fp, citeseer_fp):
         assert (fp.pretrain_monitor, fp.balance_selection) == ("val_loss", "loss")
     assert set(CitationSetting().initial_neural_weights) < set(citeseer_fp.initial_neural_weights)
