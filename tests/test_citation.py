@@ -168,3 +168,33 @@ def test_defaults_are_per_data_set_and_method_and_the_table_names_departures_fro
         ("cora", "NeuPSL-LP", "defaults"),
         ("cora", "NeuPSL-LP+FP", "defaults"),
     ]
+
+
+def test_hidden_layer_setting_reaches_the_network_run_neupsl_trains(jvm_started, monkeypatch):
+    """``CitationSetting.hidden`` is the width of a ReLU layer in the network that run_neupsl pre-trains and
+    learns jointly (0: the paper's single softmax layer), and that network learns the toy graph."""
+    pytest.importorskip("tensorflow")
+    from pslbridge.datasets.planetoid import Graph, Split
+    from pslbridge.experiments import citation_runner
+
+    built = []
+    original = citation_runner.dense_classifier
+
+    def recording(*args, **kwargs):
+        built.append(original(*args, **kwargs))
+        return built[-1]
+
+    monkeypatch.setattr(citation_runner, "dense_classifier", recording)
+    labels = np.array([0, 1] * 10)
+    x = np.eye(2, dtype=np.float32)[labels] * 0.6 + 0.2
+    edges = np.array([[i, j] for i in range(20) for j in (i - 2, i + 2) if 0 <= j < 20])
+    graph = Graph("toy", x, labels, edges, np.arange(0))
+    split = Split(np.arange(0, 8), np.arange(8, 12), np.arange(12, 20), np.arange(0))
+    for hidden, widths in ((8, [8, 2]), (0, [2])):
+        setting = citation_runner.CitationSetting(
+            pretrain_epochs=20, steps=2, admm_iterations=50, hidden=hidden, learning_rate=0.1 if hidden else 1.0
+        )
+        row = citation_runner.run_neupsl("NeuPSL-LP+FP", x, graph, split, setting, jvm_start=0.0)
+        assert [layer.units for layer in built[-1].layers] == widths
+        assert [layer.activation.__name__ for layer in built[-1].layers][:-1] == ["relu"] * (len(widths) - 1)
+        assert row["test_acc"] == 100.0
