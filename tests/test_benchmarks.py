@@ -110,7 +110,8 @@ def test_accuracy_curve_smoke(tmp_path):
     proc = run_python(
         f"""
         from pslbridge.benchmarks import accuracy_curve
-        accuracy_curve.main(["--splits", "1", "--steps", "40", "--every", "20", "--out", {str(tmp_path)!r}])
+        flags = ["--splits", "1", "--first-split", "1", "--steps", "40", "--every", "20"]
+        accuracy_curve.main([*flags, "--out", {str(tmp_path)!r}])
     """,
         timeout=900,
     )
@@ -120,6 +121,7 @@ def test_accuracy_curve_smoke(tmp_path):
     ours = [p for p in points if p["contender"] == "pslbridge"]
     assert len(official) >= 3 and len(ours) == 2  # snapshots from 0 every 20 iterations + the final; 2 epochs
     assert all(0 <= float(p["test_sum_acc"]) <= 100 and float(p["seconds"]) >= 0 for p in points)
+    assert {p["split"] for p in points} == {"1"}  # --first-split 1: the second split only
     times = [float(p["seconds"]) for p in official]
     assert times == sorted(times) and times[0] < 1.0  # the first snapshot is the untrained network
     assert (tmp_path / "accuracy-curves.png").stat().st_size > 1000

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from ..experiments.arguments import positive_int, unit_interval
+from ..experiments.arguments import non_negative_int, positive_int, unit_interval
 from ..experiments.reporting import append_csv, mean_std
 
 __all__ = ["main", "run_split", "time_to_reach"]
@@ -215,6 +215,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pslbridge.benchmarks accuracy-curve")
     parser.add_argument("--seed", type=int, default=7, help="the runner's base seed (default: 7, never tuned on)")
     parser.add_argument("--splits", type=positive_int, default=5, help="splits (default: 5)")
+    parser.add_argument(
+        "--first-split",
+        type=non_negative_int,
+        default=0,
+        help="first split to run (default: 0); with the same --out a later run adds its splits to the table",
+    )
     parser.add_argument("--steps", type=positive_int, default=2500, help="learning steps of both (default: 2500)")
     parser.add_argument("--every", type=positive_int, default=100, help="official snapshot interval (default: 100)")
     parser.add_argument("--quick", action="store_true", help="one split, 300 steps")
@@ -227,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     splits, steps = (1, 300) if args.quick else (args.splits, args.steps)
-    for split in range(splits):
+    for split in range(args.first_split, args.first_split + splits):
         run_split(args.seed, split, steps, min(args.every, steps), args.out, args.shift)
     print(write_table(args.out))
     return 0
