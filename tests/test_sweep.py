@@ -17,7 +17,7 @@ from pslbridge.datasets.planetoid import default_dir
 from pslbridge.errors import ConfigurationError
 from pslbridge.experiments import citation_runner, mnist_add_runner
 from pslbridge.experiments.mnist_add_runner import Setting
-from pslbridge.experiments.sweep import Run, run_all
+from pslbridge.experiments.sweep import THREAD_VARIABLES, Run, run_all
 
 from conftest import REPO, run_python
 
@@ -53,8 +53,9 @@ print(json.dumps({"seen": seen, "results": results}))
 @pytest.mark.skipif(not (default_dir() / "SHA256SUMS").is_file(), reason="Planetoid files not found")
 def test_ray_sweep_matches_the_sequential_runs_and_survives_a_killed_worker(tmp_path, jvm_started):
     """A local Ray instance with 2 workers (loopback only) runs 2 tiny MNIST-Add1 splits, a citation split and a
-    run that fails. One MNIST worker is killed with SIGKILL mid-run: Ray retries it and the sweep completes. The
-    results equal the same runs done one after another in this process; the failing run comes back as an error
+    run that fails, and a trivial run that reports its thread settings (one PSL and one TensorFlow thread: each
+    run declares one CPU). One MNIST worker is killed with SIGKILL mid-run: Ray retries it and the sweep completes.
+    The results equal the same runs done one after another in this process; the failing run comes back as an error
     (not retried, not stored), and a restarted sweep recomputes none of the finished runs. The sweep is driven
     from a fresh process: this one runs the JVM, and a Ray driver started after the JVM breaks it (run_all
     refuses, see the last check)."""
@@ -70,8 +71,9 @@ def test_ray_sweep_matches_the_sequential_runs_and_survives_a_killed_worker(tmp_
     task = "pslbridge.experiments.citation_runner:run_split_task"
     cora_run = Run("cora-split0", task, {**cora, "split_id": 0, "methods": ["lp_psl"]})
     bad = Run("bad", task, {**cora, "name": "pubmed", "split_id": 0, "methods": ["lp_psl"]})
-    runs = [*mnist_runs, cora_run, bad]
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    threads = Run("threads", "pslbridge.experiments.sweep:example_run", {"x": 1})
+    runs = [*mnist_runs, cora_run, bad, threads]
+    env = {k: v for k, v in os.environ.items() if k not in THREAD_VARIABLES} | {"PYTHONPATH": str(REPO)}
     argv = [sys.executable, "-c", _SWEEP, json.dumps([asdict(r) for r in runs]), str(tmp_path)]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
     killed = _kill_first_task("pslbridge:add1-split0", proc)
@@ -82,6 +84,9 @@ def test_ray_sweep_matches_the_sequential_runs_and_survives_a_killed_worker(tmp_
     results = report["results"]
     assert sorted(report["seen"]) == sorted(r.key for r in runs)  # each once: the killed one after its retry
     assert "pubmed" in results["bad"]["error"] and "DataError" in results["bad"]["error"]
+    # Each run declares one CPU and gets one PSL and one TensorFlow thread, not one per core of the machine.
+    assert results["threads"]["threads"] == dict.fromkeys(THREAD_VARIABLES, "1")
+    assert results["threads"]["pid"] != os.getpid()
 
     # The same runs one after another in this process.
     for k, run in zip((0, 1), mnist_runs):

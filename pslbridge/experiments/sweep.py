@@ -3,8 +3,10 @@
 A *run* is one split of one setting: a function of the experiment runners (``"module:function"``) with its
 keyword arguments. :func:`run_all` executes runs on a local Ray instance (started for you) or an existing
 cluster (``address``). Each task declares its resources (one CPU, a memory estimate) so Ray does not
-oversubscribe a machine, and runs in a worker process that exits after it (``max_calls=1``): PSL keeps
-static state and a process holds one JVM, so runs never share a process. A worker killed mid-run (``kill -9``,
+oversubscribe a machine, sizes its thread pools to that CPU (:func:`run_environment`, set by :func:`start_ray`:
+PSL's workers and TensorFlow's op pools, which otherwise take every core of the machine), and runs in a worker
+process that exits after it (``max_calls=1``): PSL keeps static state and a process holds one JVM, so runs never
+share a process. A worker killed mid-run (``kill -9``,
 the kernel's out-of-memory killer, a lost node) is retried by Ray; a run that *raises* (a model, data or
 option error) is not retried: its error comes back as the run's result, and the runners report it in
 ``results.md``. Each run that finished without error is stored as ``<out>/runs/<key>.json``; a sweep
@@ -54,8 +56,13 @@ __all__ = [
     "require_ray",
     "run_all",
     "run_digest",
+    "run_environment",
     "start_ray",
 ]
+
+#: The environment variables that size a run's thread pools: PSL's workers (``parallel.numthreads``, see
+#: :mod:`pslbridge.jvm`) and TensorFlow's intra- and inter-op pools. Read when the JVM and TensorFlow start.
+THREAD_VARIABLES = ("PSLBRIDGE_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
 
 #: Memory (MB) a run's process needs before its program: Python, TensorFlow, the JVM and its heap.
 BASE_MEMORY_MB = 1500
@@ -150,15 +157,41 @@ def run_digest(*parts: Any) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:10]
 
 
+def run_environment(cpus: int = 1) -> dict[str, str]:
+    """The thread settings of a run's process: as many PSL and TensorFlow threads as the CPUs its task declares.
+
+    Each task declares one CPU, but PSL and TensorFlow size their pools to the whole machine by default, so
+    runs sharing a machine would each start a thread per core and contend for them. A variable set in the
+    driver's environment is passed on as set (the user's choice wins).
+
+    Args:
+        cpus: The CPUs a task declares.
+
+    Returns:
+        ``{variable: value}`` for each of :data:`THREAD_VARIABLES`.
+
+    Example:
+        >>> import os
+        >>> env = run_environment()
+        >>> sorted(env) == sorted(THREAD_VARIABLES)
+        True
+        >>> all(env[v] == os.environ.get(v, "1") for v in THREAD_VARIABLES)
+        True
+    """
+    return {variable: os.environ.get(variable, str(cpus)) for variable in THREAD_VARIABLES}
+
+
 def example_run(x: int, sleep_s: float = 0.0) -> dict[str, Any]:
     """A trivial run (doubles ``x`` after ``sleep_s`` seconds), for examples and tests.
+
+    The result also names the process and its thread settings (:data:`THREAD_VARIABLES`; None where unset).
 
     Example:
         >>> example_run(3)["value"]
         6
     """
     time.sleep(sleep_s)
-    return {"value": 2 * x, "pid": os.getpid()}
+    return {"value": 2 * x, "pid": os.getpid(), "threads": {v: os.environ.get(v) for v in THREAD_VARIABLES}}
 
 
 def require_ray() -> Any:
@@ -289,6 +322,9 @@ def _stored(store: Path, run: Run) -> bool:
 def start_ray(address: str | None = None, workers: int | None = None) -> bool:
     """Connect to Ray (unless connected): an existing cluster at ``address``, or a local loopback instance.
 
+    Every task and trial of the connection gets :func:`run_environment`: one thread per pool, as each declares
+    one CPU (a Ray connected by the caller keeps the caller's settings).
+
     Args:
         address: An existing cluster; None starts a local instance (loopback only, no dashboard).
         workers: Local instance: CPUs given to Ray (= concurrent runs); None: all of this machine's.
@@ -311,11 +347,13 @@ def start_ray(address: str | None = None, workers: int | None = None) -> bool:
     if ray.is_initialized():
         return False
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    runtime_env = {"env_vars": run_environment(1)}  # every run declares one CPU: one thread per pool
     if address is not None:
-        ray.init(address=address, log_to_driver=False)
+        ray.init(address=address, log_to_driver=False, runtime_env=runtime_env)
         return True
     ray.init(
         num_cpus=workers or os.cpu_count() or 1,
+        runtime_env=runtime_env,
         include_dashboard=False,
         log_to_driver=False,
         _node_ip_address="127.0.0.1",  # loopback only: nothing listens beyond this machine
