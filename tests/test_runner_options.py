@@ -131,7 +131,12 @@ def test_add2_defaults_are_the_reproduction_schedules_and_flags_override_them(mo
     assert (add2.eval_reasoner, add2.shift, add2.test_additions, add2.learning_rate) == ("admm", 0.0, 250, 3e-3)
     big = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "1500", *out])
     assert (big.name, big.epochs, big.steps_per_epoch, big.batches) == ("add2-1500-neupsl-b50", 20, 1, 50)
-    assert big.learning_rate == 1e-3
+    assert (big.learning_rate, big.admm_iterations, big.eval_admm_iterations, big.test_admm_iterations) == (
+        1e-3,
+        50,
+        100,
+        1000,
+    )
     assert (big.weight_decay, big.class_prior, big.restart_below, big.restarts) == (0.0, 0.0, 0.0, False)
     flags = ["--batches", "5", "--epochs", "3", "--learning-rate", "0.001", "--weight-decay", "0", "--class-prior", "0"]
     changed = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "150", *flags, *out])
@@ -171,22 +176,26 @@ def test_search_takes_add2_with_the_runner_defaults_as_its_base(monkeypatch, tmp
 
 
 def test_results_of_another_schedule_under_the_same_name_are_never_averaged_together(tmp_path):
-    """A results folder holding an older default's rows (same setting name and seed, another learning rate) shows
-    each schedule on its own line with its own splits, instead of one mean over both."""
+    """A results folder holding an older default's rows (same setting name and seed, another learning rate or ADMM
+    cap) shows each schedule on its own line with its own splits, instead of one mean over them."""
     from pslbridge.experiments.reporting import append_csv
 
     fields = ["setting", "split", "seed", "method", "sum_acc", "digits", "additions", "overlap", "wall_s"]
-    fields += ["epochs", "steps_per_epoch", "batches", "learning_rate"]
+    fields += ["epochs", "steps_per_epoch", "batches", "admm_iterations", "learning_rate"]
     row = {"setting": "add2-150-neupsl-b15", "seed": 7, "method": "NeuPSL", "digits": 2, "additions": 150}
     row |= {"overlap": 0, "wall_s": 60.0, "epochs": 20, "steps_per_epoch": 5, "batches": 15}
-    for split, (rate, acc) in enumerate([(1e-3, 60.0), (1e-3, 62.0), (3e-3, 70.0)]):
-        append_csv(tmp_path / "results.csv", {**row, "split": split, "learning_rate": rate, "sum_acc": acc}, fields)
+    for split, (rate, cap, acc) in enumerate(
+        [(1e-3, 100, 60.0), (1e-3, 100, 62.0), (3e-3, 100, 70.0), (1e-3, 50, 64.0)]
+    ):
+        values = {"split": split, "learning_rate": rate, "admm_iterations": cap, "sum_acc": acc}
+        append_csv(tmp_path / "results.csv", {**row, **values}, fields)
     lines = [line for line in mnist_add_runner.write_table(tmp_path).splitlines() if line.startswith("| add2")]
-    assert len(lines) == 2
+    assert len(lines) == 3
     cells = sorted((line.split(" | ")[3], line.split(" | ")[4], line.split(" | ")[8]) for line in lines)
     assert cells == [
-        ("1", "70.00 ± 0.00", "20 x 5 x 15 = 1500 steps, Adam 0.003 constant"),
-        ("2", "61.00 ± 1.41", "20 x 5 x 15 = 1500 steps, Adam 0.001 constant"),
+        ("1", "64.00 ± 0.00", "20 x 5 x 15 = 1500 steps (ADMM cap 50), Adam 0.001 constant"),
+        ("1", "70.00 ± 0.00", "20 x 5 x 15 = 1500 steps (ADMM cap 100), Adam 0.003 constant"),
+        ("2", "61.00 ± 1.41", "20 x 5 x 15 = 1500 steps (ADMM cap 100), Adam 0.001 constant"),
     ]
 
 
