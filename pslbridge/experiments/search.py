@@ -33,7 +33,7 @@ from typing import Any
 
 from .arguments import DefaultsHelpFormatter, positive_int
 from .mnist_add_runner import Setting, default_setting, memory_estimate_mb, validate_split
-from .sweep import require_ray, start_ray
+from .sweep import RUN_CPUS, require_ray, start_ray
 
 __all__ = ["main", "parse_space", "search", "trial"]
 
@@ -117,7 +117,7 @@ def search(
         config = {"base": asdict(base), "values": values, "split": split, "seed": seed}
         scheduler = ASHAScheduler(max_t=base.epochs, grace_period=min(grace_epochs, base.epochs), time_attr="epoch")
         tuner = tune.Tuner(
-            tune.with_resources(trial, {"cpu": 1, "memory": memory_estimate_mb(base) * 2**20}),
+            tune.with_resources(trial, {"cpu": RUN_CPUS, "memory": memory_estimate_mb(base) * 2**20}),
             param_space=config,
             tune_config=tune.TuneConfig(metric="val_score", mode="max", scheduler=scheduler, num_samples=samples),
             run_config=_tune_api("RunConfig")(storage_path=str((out / "tune").resolve()), name="search", verbose=0),

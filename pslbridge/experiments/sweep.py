@@ -48,6 +48,8 @@ from ..errors import ConfigurationError
 from .arguments import positive_int
 
 __all__ = [
+    "RUN_CPUS",
+    "THREAD_VARIABLES",
     "RayOptions",
     "Run",
     "add_ray_arguments",
@@ -59,6 +61,9 @@ __all__ = [
     "run_environment",
     "start_ray",
 ]
+
+#: CPUs each run (a Ray task or Tune trial) declares; its thread pools are sized to match (:func:`run_environment`).
+RUN_CPUS = 1
 
 #: The environment variables that size a run's thread pools: PSL's workers (``parallel.numthreads``, see
 #: :mod:`pslbridge.jvm`) and TensorFlow's intra- and inter-op pools. Read when the JVM and TensorFlow start.
@@ -157,7 +162,7 @@ def run_digest(*parts: Any) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:10]
 
 
-def run_environment(cpus: int = 1) -> dict[str, str]:
+def run_environment(cpus: int = RUN_CPUS) -> dict[str, str]:
     """The thread settings of a run's process: as many PSL and TensorFlow threads as the CPUs its task declares.
 
     Each task declares one CPU, but PSL and TensorFlow size their pools to the whole machine by default, so
@@ -265,7 +270,7 @@ def run_all(
     started = start_ray(address, workers)
     try:
         _check_memory(ray, todo)
-        task = ray.remote(num_cpus=1, max_calls=1, max_retries=retries, retry_exceptions=False)(execute)
+        task = ray.remote(num_cpus=RUN_CPUS, max_calls=1, max_retries=retries, retry_exceptions=False)(execute)
         pending = {
             task.options(memory=r.memory_mb * 2**20, name=f"pslbridge:{r.key}").remote(r.fn, r.kwargs): r for r in todo
         }
@@ -347,7 +352,7 @@ def start_ray(address: str | None = None, workers: int | None = None) -> bool:
     if ray.is_initialized():
         return False
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
-    runtime_env = {"env_vars": run_environment(1)}  # every run declares one CPU: one thread per pool
+    runtime_env = {"env_vars": run_environment(RUN_CPUS)}  # as many threads per pool as each run declares CPUs
     if address is not None:
         ray.init(address=address, log_to_driver=False, runtime_env=runtime_env)
         return True
