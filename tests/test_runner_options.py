@@ -56,6 +56,41 @@ def test_selection_keeps_the_averaged_network_and_training_the_raw_one(mnist, jv
         run.close()
 
 
+def test_add2_run_in_evaluation_blocks_validates_and_tests_as_one_program(mnist, jvm_started):
+    """Oracle: the same MNIST-Add2 run evaluated as one program. The network is first fitted to the digit labels
+    (most digits right, soft predictions), so the capped solves (150 iterations) stop unconverged and decode many
+    sums but not all; in blocks of 3 additions (4 validation programs, 5 test programs) the validation scores and
+    the test sums must be the same. The learning rate is too small to move the network, so both runs test the fitted network."""
+    import keras
+
+    from pslbridge.experiments.mnist_add import prepare_images
+    from pslbridge.experiments.mnist_add_runner import NeuPSLRun, initial_network, split_data
+
+    add2 = {"digits": 2, "additions": 12, "test_additions": 14, "val_additions": 10, "model": "neupsl"}
+    caps = {"admm_iterations": 20, "eval_admm_iterations": 150, "test_admm_iterations": 150, "eval_reasoner": "admm"}
+    setting = Setting(**add2, **caps, epochs=1, steps_per_epoch=1, batches=2, learning_rate=1e-9)
+    fitted = initial_network(setting, 5, 0)
+    fitted.compile(optimizer=keras.optimizers.Adam(1e-3), loss="sparse_categorical_crossentropy")
+    fitted.fit(prepare_images(mnist[0][:3000]), mnist[1][:3000], epochs=2, batch_size=64, verbose=0)
+    data = split_data(setting, 0, 5, mnist[1], mnist[3])
+    rows = []
+    for block in (0, 3):
+        run = NeuPSLRun(replace(setting, eval_block=block), 0, 5, data, mnist)
+        run.model.set_weights(fitted.get_weights())
+        history = run.fit()
+        assert len(run.val_programs.bridges) == (4 if block else 1) and len(run.test_programs.bridges) == (
+            5 if block else 1
+        )
+        rows.append({**run.result(history), "val_place_sum_acc": history["val_place_sum_acc"]})
+    whole, blocked = (
+        {k: row[k] for k in ("sum_acc", "place_sum_acc", "val_score", "val_place_sum_acc")} for row in rows
+    )
+    assert blocked == whole
+    # Informative but unconverged: many sums right, the Sum atoms behind the place sums, most digits right.
+    assert 20 <= whole["sum_acc"] < whole["place_sum_acc"] < 100 and whole["val_place_sum_acc"][0] >= 0.2
+    assert rows[0]["digit_acc"] > 60
+
+
 def test_shift_moves_training_images_and_leaves_inference_alone():
     """A 4x4 bright square: training calls move it by at most 10 % of 28 px along each axis (and do move it
     on some call); inference calls return the image unchanged, so predictions are deterministic."""
@@ -129,6 +164,8 @@ def test_add2_defaults_are_the_reproduction_schedules_and_flags_override_them(mo
     assert (add2.restart_below, add2.restart_epochs, add2.max_restarts, add2.restarts) == (15.0, 10, 2, True)
     assert (add2.admm_iterations, add2.eval_admm_iterations, add2.test_admm_iterations) == (100, 100, 1000)
     assert (add2.eval_reasoner, add2.shift, add2.test_additions, add2.learning_rate) == ("admm", 0.0, 250, 3e-3)
+    one_program = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "150", "--eval-block", "0", *out])
+    assert (add2.eval_block, one_program.eval_block, one_program.name) == (25, 0, add2.name)
     big = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "1500", *out])
     assert (big.name, big.epochs, big.steps_per_epoch, big.batches) == ("add2-1500-neupsl-b50", 20, 1, 50)
     assert (big.learning_rate, big.admm_iterations, big.eval_admm_iterations, big.test_admm_iterations) == (
@@ -144,7 +181,7 @@ def test_add2_defaults_are_the_reproduction_schedules_and_flags_override_them(mo
     assert (changed.weight_decay, changed.name) == (0.0, "add2-150-neupsl-b5")
     add1 = _cli_setting(monkeypatch, ["--additions", "300", *out])
     assert (add1.epochs, add1.steps_per_epoch, add1.batches, add1.shift, add1.learning_rate) == (125, 20, 1, 0.1, 1e-3)
-    assert (add1.weight_decay, add1.class_prior, add1.restarts) == (0.0, 0.0, False)
+    assert (add1.weight_decay, add1.class_prior, add1.restarts, add1.eval_block) == (0.0, 0.0, False, 0)
     assert (add1.model, add1.eval_reasoner, add1.admm_iterations, add1.eval_admm_iterations) == (
         "figure",
         "dualbcd",

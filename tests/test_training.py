@@ -351,6 +351,41 @@ def test_add2_place_decoding_reads_flat_sum_atoms(jvm_started):
     assert (via_sums == additions.sums).mean() < 0.5
 
 
+def test_blocked_evaluation_decodes_what_one_program_decodes(jvm_started):
+    """Oracle: one program over all the additions, same cap. Predictions peaked at 0.5-0.9 on the true digit leave
+    the capped ADMM solve unconverged (its Sum atoms decode a few sums right, its place sums all of them), so the
+    decoded sums depend on the iterates; the blocks (5, 5, 5, 4, 4 additions) must read exactly the same sums and
+    place sums. (PSL reports a run stopped by the cap as cap + 1 iterations.)"""
+    from pslbridge import Bridge
+    from pslbridge.experiments.mnist_add import addition_spec, make_additions
+    from pslbridge.experiments.mnist_add_runner import EvalPrograms, Setting, decode_sums
+
+    rng = np.random.default_rng(3)
+    labels = rng.integers(0, 10, size=400)
+    additions = make_additions(labels, 2, 92, rng)  # 23 additions
+    digits = labels[additions.image_ids]
+    peak = rng.uniform(0.5, 0.9, size=len(digits))
+    probs = (rng.dirichlet(np.ones(10), size=len(digits)) * (1 - peak[:, None])).astype(np.float32)
+    probs[np.arange(len(digits)), digits] += peak
+    setting = Setting(digits=2, model="neupsl", eval_reasoner="admm", eval_block=5)
+    spec = addition_spec(additions, labelled=False, phase="infer", model="neupsl")
+    with Bridge(spec, options={"admmreasoner.maxiterations": "200"}) as whole:
+        result = whole.infer({"Neural": probs})
+        expected = {decode: decode_sums(result, additions, decode) for decode in ("sum", "places")}
+    assert result.iterations > 200
+    assert 0.05 < (expected["sum"] == additions.sums).mean() < 0.9 and (expected["places"] == additions.sums).all()
+    programs = EvalPrograms(additions, setting, 200)
+    try:
+        assert [part.n_additions for part in programs.parts] == [5, 5, 5, 4, 4]
+        got = programs.predict(probs, ("sum", "places"))
+        with pytest.raises(ValueError, match="92 images"):
+            programs.predict(probs[:-1])
+    finally:
+        programs.close()
+    np.testing.assert_array_equal(got["sum"], expected["sum"])
+    np.testing.assert_array_equal(got["places"], expected["places"])
+
+
 def test_add2_neupsl_model_is_the_authors_form(jvm_started):
     """models/mnist-addition/mnist-add2-neupsl.psl: the figure's rules with the 8 constraint rules as linear
     hinges plus the class-balance prior, whose potential at one-hot predictions on digit 0 is

@@ -97,12 +97,9 @@ class _Scorer:
         self.network = lenet(10)
 
     def score(self, weights: list[np.ndarray]) -> float:
-        from ..experiments.mnist_add_runner import decode_sums
-
         self.network.set_weights(weights)
         probs = np.asarray(self.network(self.run.test_inputs, training=False))
-        result = self.run.test_bridge.infer({"Neural": probs})
-        return 100 * float((decode_sums(result, self.run.test) == self.run.test.sums).mean())
+        return 100 * float((self.run.test_programs.predict(probs)["sum"] == self.run.test.sums).mean())
 
 
 def run_split(seed: int, split: int, steps: int, every: int, out: Path, shift: float | None = None) -> dict[str, Any]:
