@@ -57,11 +57,11 @@ lint: setup
 	$(PY) -m ruff format --check pslbridge tests
 
 # The paper's MNIST-Addition settings (5 splits each; Add2-1500 takes hours on 2 cores).
+# The four sizes of the paper's table as one queue of 20 runs on a local Ray instance (one run per core, one PSL
+# and one TensorFlow thread each, longest first); `REPRODUCE_ARGS=` runs them one after another instead.
+REPRODUCE_ARGS ?= --ray
 reproduce-mnist-add: setup data
-	$(PY) -m pslbridge.experiments mnist-add --digits 1 --additions 300 --splits 5 --seed $(SEED) --out out/mnist-add
-	$(PY) -m pslbridge.experiments mnist-add --digits 1 --additions 3000 --splits 5 --seed $(SEED) --out out/mnist-add
-	$(PY) -m pslbridge.experiments mnist-add --digits 2 --additions 150 --splits 5 --seed $(SEED) --out out/mnist-add
-	$(PY) -m pslbridge.experiments mnist-add --digits 2 --additions 1500 --splits 5 --seed $(SEED) --out out/mnist-add
+	$(PY) -m pslbridge.experiments mnist-add --reproduce --splits 5 --seed $(SEED) --out out/mnist-add $(REPRODUCE_ARGS)
 
 # The overlap variant (paper Fig. "varying amounts of overlap"): n unique images, m in {0, n/2, n} re-sampled.
 # MNIST-Add1, n = 40 / 60 / 80 unique images (--additions n/2, --overlap m); about 1 minute per split on 2 cores.

@@ -60,7 +60,8 @@ def test_add2_run_in_evaluation_blocks_validates_and_tests_as_one_program(mnist,
     """Oracle: the same MNIST-Add2 run evaluated as one program. The network is first fitted to the digit labels
     (most digits right, soft predictions), so the capped solves (150 iterations) stop unconverged and decode many
     sums but not all; in blocks of 3 additions (4 validation programs, 5 test programs) the validation scores and
-    the test sums must be the same. The learning rate is too small to move the network, so both runs test the fitted network."""
+    the test sums must be the same. The learning rate is too small to move the network, so both runs test the
+    fitted network."""
     import keras
 
     from pslbridge.experiments.mnist_add import prepare_images
@@ -188,6 +189,40 @@ def test_add2_defaults_are_the_reproduction_schedules_and_flags_override_them(mo
         500,
         None,
     )
+
+
+def test_reproduce_runs_the_four_sizes_defaults_longest_first_and_refuses_schedule_flags(monkeypatch, tmp_path, capsys):
+    """``--reproduce`` (the make target): Add2-1500, Add2-150, Add1-3000, Add1-300 with their defaults, in that
+    order, with the split, seed and baseline flags passed on; a schedule flag is a usage error naming it."""
+    captured = {}
+
+    def fake_run_settings(settings, splits, seed, out, baseline, first_split, ray):
+        captured.update(settings=settings, args=(splits, seed, out, baseline, first_split, ray))
+
+    monkeypatch.setattr(mnist_add_runner, "run_settings", fake_run_settings)
+    monkeypatch.setattr(mnist_add_runner, "write_table", lambda out: "")
+    argv = [
+        "--reproduce",
+        "--splits",
+        "3",
+        "--first-split",
+        "2",
+        "--seed",
+        "7",
+        "--no-baseline",
+        "--out",
+        str(tmp_path),
+    ]
+    assert mnist_add_runner.main(argv) == 0
+    sizes = [(2, 1500), (2, 150), (1, 3000), (1, 300)]
+    assert captured["settings"] == [mnist_add_runner.default_setting(d, a) for d, a in sizes]
+    assert captured["args"] == (3, 7, tmp_path, False, 2, None)
+    for flags in (["--epochs", "3"], ["--digits", "2"], ["--eval-block", "0", "--shift", "0.2"]):
+        with pytest.raises(SystemExit) as exc:
+            mnist_add_runner.main(["--reproduce", *flags, "--out", str(tmp_path)])
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert all(flag in err for flag in flags if flag.startswith("--")), err
 
 
 def test_search_takes_add2_with_the_runner_defaults_as_its_base(monkeypatch, tmp_path):

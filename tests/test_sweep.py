@@ -3,13 +3,14 @@ failed runs reported (not retried), finished runs not recomputed, and a clear er
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import pytest
 
@@ -156,3 +157,31 @@ def test_search_chooses_on_validation_with_tune(tmp_path):
     assert report["chosen"] == max(trials, key=lambda t: t["val_score"])["values"]
     assert "test" not in json.dumps(trials)  # only validation was measured
     assert "Chosen:" in (tmp_path / "search.md").read_text()
+
+
+@pytest.mark.slow
+def test_several_settings_share_one_ray_queue_and_each_gets_its_rows_and_curves(tmp_path):
+    """``run_settings`` on Ray (2 workers): two settings' splits in one queue; every row lands under its own
+    setting, each setting gets its curves, and the results match the same settings run one after another here
+    (within the rounding of one PSL thread against several, as in the sweep test above)."""
+    other = replace(TINY, additions=24, epochs=3)
+    proc = run_python(
+        f"""
+        from pathlib import Path
+        from pslbridge.experiments.mnist_add_runner import Setting, run_settings
+        from pslbridge.experiments.sweep import RayOptions
+        settings = [Setting(**s) for s in {[asdict(TINY), asdict(other)]!r}]
+        run_settings(settings, 2, 3, Path(r"{tmp_path}"), baseline=False, ray=RayOptions(workers=2))
+        """,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = sorted(csv.DictReader(open(tmp_path / "results.csv")), key=lambda r: (r["setting"], r["split"]))
+    expected = [(s.name, str(k), str(s.additions), str(s.epochs)) for s in (TINY, other) for k in (0, 1)]
+    assert [(r["setting"], r["split"], r["additions"], r["epochs"]) for r in rows] == expected
+    assert {p.name for p in tmp_path.glob("curves-*.png")} == {"curves-add1-20.png", "curves-add1-24.png"}
+    sequential = mnist_add_runner.run_settings([TINY, other], 2, 3, tmp_path / "sequential", baseline=False)
+    assert [(r["setting"], r["split"]) for r in sequential] == [(s.name, k) for s in (TINY, other) for k in (0, 1)]
+    for remote, local in zip(rows, sequential):
+        assert float(remote["sum_acc"]) == pytest.approx(local["sum_acc"], abs=2.0)
+        assert float(remote["digit_acc"]) == pytest.approx(local["digit_acc"], abs=2.0)

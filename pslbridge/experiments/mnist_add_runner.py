@@ -7,6 +7,9 @@
 * ``results.md``: mean ± std per method, next to the paper's numbers;
 * ``curves-<setting>.png``: per-epoch energy and validation accuracy of every split.
 
+``--reproduce`` runs the four sizes of the paper's table (:data:`REPRODUCTION`) with their defaults, as
+``make reproduce-mnist-add`` does; with ``--ray`` all their splits form one queue (:func:`run_settings`).
+
 Per split (seeded): training additions from MNIST's training images; validation and test
 additions from MNIST's test images (disjoint). NeuPSL trains the LeNet network through the energy
 loss with full-batch steps (or ``--batches K`` mini-batches), as a Keras ``fit`` of a
@@ -52,6 +55,7 @@ from .sweep import BASE_MEMORY_MB, RayOptions, Run, add_ray_arguments, run_all, 
 
 __all__ = [
     "PAPER",
+    "REPRODUCTION",
     "Setting",
     "EvalPrograms",
     "NeuPSLRun",
@@ -69,6 +73,7 @@ __all__ = [
     "memory_estimate_mb",
     "record_split",
     "run_setting",
+    "run_settings",
     "run_split",
     "run_split_task",
     "split_data",
@@ -86,6 +91,10 @@ RESTART_SEED_STEP = 7919
 #: by timing only (the decoded sums are the same; see :class:`EvalPrograms`).
 ADD2_EVAL_BLOCK = 25
 
+#: The sizes of the paper's MNIST-Addition table as ``make reproduce-mnist-add`` runs them (``--reproduce``):
+#: ``(digits, additions)``, longest first, so that on Ray the short runs fill the workers at the end.
+REPRODUCTION = ((2, 1500), (2, 150), (1, 3000), (1, 300))
+
 #: Where the runner's defaults were chosen (stated in every ``results.md``).
 TUNING = (
     "tuning seed 100, splits 0-2, MNIST-Add1-300 validation sum accuracy (epochs, decoding reasoner, shift; "
@@ -95,7 +104,8 @@ TUNING = (
     "class prior 100 with momentum 0.98 (validation place sums of seed 100 split 0 and seed 13 split 0) and its "
     "40 epochs (validation place sums of seed 17 split 2 and seed 19 split 2) and its restart of a start under 15 % "
     "after 10 epochs (validation place sums of the first ten epochs on seeds 13, 17, 19, 23, 29 and 100); "
-    "Add2-1500's learning ADMM cap of 50 (seed 100 split 0, validation place sums, against the authors' 100)"
+    "Add2-1500's learning ADMM cap of 50 (seed 100 split 0, validation place sums, against the authors' 100; "
+    "50 tried on Add2-150 too and not adopted)"
 )
 
 #: Test sum accuracy (mean, std) reported in the paper (10 splits), by (digits, additions).
@@ -407,8 +417,11 @@ def default_admm_iterations(digits: int, additions: int) -> int:
     validation place-sum accuracy only (tuning seed 100, split 0, Add2-1500 with its other defaults, both caps side
     by side from the same initialisation, validation solves at 100 for both): 50 iterations reached 74 % at epoch
     5, 89 % at 9 and 93 % at its best (epoch 19), 100 iterations 77, 90 and 92 % (epoch 15); the run took 2,185 s
-    against 3,322 s (two processes of one thread each sharing 2 cores). Add2-150 and Add1 were not tried with a
-    lower cap and keep theirs. Validation and test have their own caps (:func:`default_setting`).
+    against 3,322 s (two processes of one thread each sharing 2 cores). Add2-150 keeps 100: at 50 (tuning seed 100,
+    split 0, the same side-by-side comparison) its first two starts were slow and restarted, where 100 needed no
+    restart; 50 reached 86 % at its best against 84 %, but took 1,878 s against 1,763 s and passed 80 % no sooner
+    (1,438 s against 1,441 s). Add1 was not tried with a lower cap. Validation and test have their own caps
+    (:func:`default_setting`).
 
     Example:
         >>> default_admm_iterations(1, 300), default_admm_iterations(2, 150), default_admm_iterations(2, 1500)
@@ -1047,7 +1060,7 @@ def run_setting(
     """
     numbers = range(first_split, first_split + splits)
     if ray is not None:
-        return _run_on_ray(setting, numbers, seed, out, baseline, ray)
+        return _run_on_ray([setting], numbers, seed, out, baseline, ray)
     mnist = load_mnist()
     rows, histories = [], []
     for split in numbers:
@@ -1056,6 +1069,26 @@ def run_setting(
         histories += [(split, r["history"]) for r in recorded if r.get("history")]
     _plot(histories, out / f"curves-{setting.name}{_from(first_split)}.png", setting.name)
     return rows
+
+
+def run_settings(
+    settings: list[Setting],
+    splits: int,
+    seed: int,
+    out: Path,
+    baseline: bool = True,
+    first_split: int = 0,
+    ray: RayOptions | None = None,
+) -> list[dict[str, Any]]:
+    """:func:`run_setting` for several settings: one after another, or with ``ray`` as one queue of runs.
+
+    On Ray every split of every setting is one task, submitted in the order given (so put the longest setting
+    first: the short ones then fill the workers at the end, where one queue per setting would leave workers idle
+    while its last splits finish).
+    """
+    if ray is not None:
+        return _run_on_ray(list(settings), range(first_split, first_split + splits), seed, out, baseline, ray)
+    return [row for setting in settings for row in run_setting(setting, splits, seed, out, baseline, first_split)]
 
 
 def run_split(
@@ -1127,12 +1160,23 @@ def memory_estimate_mb(setting: Setting) -> int:
 
 
 def _run_on_ray(
-    setting: Setting, numbers: range, seed: int, out: Path, baseline: bool, ray: RayOptions
+    settings: list[Setting], numbers: range, seed: int, out: Path, baseline: bool, ray: RayOptions
 ) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
+    pairs = [(setting, split) for setting in settings for split in numbers]  # submitted in this order
+    runs = [
+        Run(
+            f"{setting.name}-split{split}-{run_digest(asdict(setting), seed, baseline)}",
+            "pslbridge.experiments.mnist_add_runner:run_split_task",
+            {"setting": asdict(setting), "split": split, "seed": seed, "baseline": baseline},
+            memory_estimate_mb(setting),
+        )
+        for setting, split in pairs
+    ]
+    setting_of = {run.key: setting for run, (setting, _) in zip(runs, pairs)}
 
     def record(run: Run, result: dict[str, Any]) -> None:
-        split = run.kwargs["split"]
+        setting, split = setting_of[run.key], run.kwargs["split"]
         if "error" in result:
             failed = {"setting": setting.name, "split": split, "seed": seed, **asdict(setting)}
             failed["error"] = result["error"]
@@ -1142,23 +1186,16 @@ def _run_on_ray(
         for outcome in result["outcomes"]:
             outcome.pop("weights", None)  # written as .npz above; the stored result keeps the rest
 
-    runs = [
-        Run(
-            f"{setting.name}-split{split}-{run_digest(asdict(setting), seed, baseline)}",
-            "pslbridge.experiments.mnist_add_runner:run_split_task",
-            {"setting": asdict(setting), "split": split, "seed": seed, "baseline": baseline},
-            memory_estimate_mb(setting),
-        )
-        for split in numbers
-    ]
     results = run_all(runs, out, address=ray.address, workers=ray.workers, on_result=record)
-    histories = [
-        (run.kwargs["split"], o["history"])
-        for run in runs
-        for o in results[run.key].get("outcomes", [])
-        if o.get("history")
-    ]
-    _plot(histories, out / f"curves-{setting.name}{_from(numbers.start)}.png", setting.name)
+    for setting in settings:
+        histories = [
+            (run.kwargs["split"], o["history"])
+            for run in runs
+            if setting_of[run.key] is setting
+            for o in results[run.key].get("outcomes", [])
+            if o.get("history")
+        ]
+        _plot(histories, out / f"curves-{setting.name}{_from(numbers.start)}.png", setting.name)
     return rows
 
 
@@ -1295,6 +1332,12 @@ def _schedule(row: dict[str, str], method: str) -> str:
     return ", ".join([text, *extras])
 
 
+#: The options ``--reproduce`` takes (everything else is a schedule, fixed by each size's defaults).
+_REPRODUCE_OPTIONS = frozenset(
+    {"reproduce", "splits", "first_split", "seed", "out", "no_baseline", "ray", "ray_address", "workers"}
+)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point (``python -m pslbridge.experiments mnist-add ...``)."""
     parser = argparse.ArgumentParser(
@@ -1409,10 +1452,30 @@ def main(argv: list[str] | None = None) -> int:
         "--curve", action="store_true", help="record test accuracy after every epoch (time-to-accuracy curves)"
     )
     parser.add_argument("--out", type=Path, default=Path("out/mnist-add"), help="results folder")
+    parser.add_argument(
+        "--reproduce",
+        action="store_true",
+        help="run the four sizes of the paper's table (Add2-1500, Add2-150, Add1-3000, Add1-300) with their "
+        "defaults, as make reproduce-mnist-add does; with --ray their splits share one queue, longest first. Takes "
+        "only --splits, --first-split, --seed, --out, --no-baseline and the Ray options",
+    )
     add_ray_arguments(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(format="%(asctime)s %(message)s")
     log.setLevel(logging.INFO)  # one line per epoch: the runs are long
+    if args.reproduce:
+        changed = sorted(
+            "--" + name.replace("_", "-")
+            for name, value in vars(args).items()
+            if name not in _REPRODUCE_OPTIONS and value != parser.get_default(name)
+        )
+        if changed:
+            parser.error(f"--reproduce runs each size's defaults; it takes no {', '.join(changed)}")
+        settings = [default_setting(digits, additions) for digits, additions in REPRODUCTION]
+        ray = RayOptions.from_args(args, parser)
+        run_settings(settings, args.splits, args.seed, args.out, not args.no_baseline, args.first_split, ray)
+        print(write_table(args.out))
+        return 0
     # Flags left out take default_setting's values for this size (the schedules make reproduce-mnist-add runs).
     given = {
         "test_additions": args.test_additions,
