@@ -584,7 +584,8 @@ class EvalPrograms:
     solves of MNIST-Add2 run every block to the cap, and ADMM's iterates on a component do not depend on the
     other components, so the decoded sums are those of one program, computed faster: smaller programs stay in
     cache (250 test additions, cap 1,000, 2 threads: 87 s in blocks of 25 against 131 s as one program, the same
-    sums). A block that converges before the cap stops on its own residuals.
+    sums). A block that converges before the cap stops on its own residuals, so there the values can differ from
+    one program's within the reasoner's tolerance.
 
     Args:
         additions: The evaluation additions.
