@@ -608,7 +608,6 @@ class EvalPrograms:
     def __init__(self, additions: AdditionSet, setting: Setting, iterations: int | None) -> None:
         n = additions.n_additions
         blocks = -(-n // setting.eval_block) if setting.eval_block else 1
-        self.additions = additions
         self.parts = additions.batches(blocks) if blocks > 1 else [additions]
         #: Rows of the set's prediction array that each block's images take.
         self.bounds = np.cumsum([0] + [len(part.image_ids) for part in self.parts])
@@ -1059,17 +1058,7 @@ def run_setting(
     A split's data depend only on ``seed`` and its number, so one setting can be spread over several runs;
     with ``ray`` each split is a Ray task in its own process (see :mod:`pslbridge.experiments.sweep`).
     """
-    numbers = range(first_split, first_split + splits)
-    if ray is not None:
-        return _run_on_ray([setting], numbers, seed, out, baseline, ray)
-    mnist = load_mnist()
-    rows, histories = [], []
-    for split in numbers:
-        recorded = record_split(out, setting, split, run_split(setting, split, seed, baseline, mnist), seed)
-        rows += recorded
-        histories += [(split, r["history"]) for r in recorded if r.get("history")]
-    _plot(histories, out / f"curves-{setting.name}{_from(first_split)}.png", setting.name)
-    return rows
+    return run_settings([setting], splits, seed, out, baseline, first_split, ray)
 
 
 def run_settings(
@@ -1087,9 +1076,19 @@ def run_settings(
     first: the short ones then fill the workers at the end, where one queue per setting would leave workers idle
     while its last splits finish).
     """
+    numbers = range(first_split, first_split + splits)
     if ray is not None:
-        return _run_on_ray(list(settings), range(first_split, first_split + splits), seed, out, baseline, ray)
-    return [row for setting in settings for row in run_setting(setting, splits, seed, out, baseline, first_split)]
+        return _run_on_ray(list(settings), numbers, seed, out, baseline, ray)
+    mnist = load_mnist()
+    rows = []
+    for setting in settings:
+        histories = []
+        for split in numbers:
+            recorded = record_split(out, setting, split, run_split(setting, split, seed, baseline, mnist), seed)
+            rows += recorded
+            histories += [(split, r["history"]) for r in recorded if r.get("history")]
+        _plot(histories, out / f"curves-{setting.name}{_from(first_split)}.png", setting.name)
+    return rows
 
 
 def run_split(
