@@ -210,7 +210,8 @@ class Bridge(ProgramView):
         Raises:
             NeuralInputError: A bad array or a neural predicate without predictions.
             ConfigurationError: Unknown loss, ``potentials=False`` where Φ is needed, a bilevel loss on a program
-                without labels or on the ADMM reasoner.
+                without labels or on the ADMM reasoner, a loss other than the energy on a program whose labels are
+                observed (:meth:`~pslbridge.model_files.ModelSpec.observe_labels`).
 
         Warns:
             UserWarning: The energy loss on a program without labels (it learns nothing from data).
@@ -224,6 +225,12 @@ class Bridge(ProgramView):
         """
         program = self.program
         chosen = self._loss(loss)
+        if program.spec.observed_labels and not chosen.accepts_observed_labels:
+            raise ConfigurationError(
+                f"the {chosen.name!r} loss needs the labels of {', '.join(program.spec.observed_labels)} as labels, "
+                "but this program observes them (ModelSpec.observe_labels); use the energy loss, or build the "
+                "program from the spec before observe_labels()"
+            )
         if not potentials and (weights is not None or chosen.needs_potentials):
             raise ConfigurationError(
                 f"potentials=False only works for the energy loss without a weight step: {chosen.name!r}"

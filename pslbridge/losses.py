@@ -115,6 +115,9 @@ class Loss:
     name = "loss"
     #: Φ is needed even without a weight step.
     needs_potentials = False
+    #: Correct on a program whose labels were grounded as observations (:meth:`ModelSpec.observe_labels`): only a
+    #: loss that solves with the labels fixed, never free, is.
+    accepts_observed_labels = False
 
     def step(self, ctx: StepContext) -> LossOutput:
         """Compute the loss and its gradients at the pushed predictions and current weights."""
@@ -136,6 +139,7 @@ class EnergyLoss(Loss):
     """
 
     name = "energy"
+    accepts_observed_labels = True
 
     def step(self, ctx: StepContext) -> LossOutput:
         """Latent inference with the labels fixed, then energy, Φ and gradients at that state."""
@@ -172,6 +176,7 @@ class StructuredPerceptron(EnergyLoss):
 
     name = "structured_perceptron"
     needs_potentials = True
+    accepts_observed_labels = False
 
     def step(self, ctx: StepContext) -> LossOutput:
         """The energy step, then the full MAP state's Φ and gradient subtracted."""
@@ -523,7 +528,9 @@ def warn_without_truth(program: GroundProgram, out: LossOutput) -> None:
 
     Without labels every target is latent; when the rules are also satisfied at the MAP state the energy and
     every gradient are 0 and the step learns nothing (an unsupervised program whose rules conflict with the
-    predictions, such as Visual Sudoku's, still learns and is not warned about).
+    predictions, such as Visual Sudoku's, still learns and is not warned about). A program whose labels are
+    observed (:meth:`~pslbridge.model_files.ModelSpec.observe_labels`) has its data as evidence and is not warned
+    about either.
 
     Example:
         >>> import warnings
@@ -533,7 +540,7 @@ def warn_without_truth(program: GroundProgram, out: LossOutput) -> None:
         >>> len(caught)  # the acquaintances program has labels: no warning
         0
     """
-    if program.labels.label_index.size or program.id in _WARNED_WITHOUT_TRUTH:
+    if program.labels.label_index.size or program.spec.observed_labels or program.id in _WARNED_WITHOUT_TRUTH:
         return
     if out.energy == 0.0 and not np.any(out.atom_gradient):
         warnings.warn(

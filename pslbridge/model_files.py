@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -231,6 +232,7 @@ class ModelSpec:
         options: PSL options (global ones updated by the phase's).
         phase: ``"infer"`` or ``"learn"``.
         source: Where the model was read from.
+        observed_labels: Target predicates that :meth:`observe_labels` turned into observations at their labels.
 
     Example:
         >>> spec = ModelSpec.from_python(rules=["1: A(X) -> B(X) ^2"], predicates={"A": 1, "B": 1},
@@ -245,6 +247,7 @@ class ModelSpec:
     options: dict[str, str] = field(default_factory=dict)
     phase: str = "infer"
     source: str = "<python>"
+    observed_labels: tuple[str, ...] = ()
 
     # -- queries -------------------------------------------------------------------
 
@@ -277,6 +280,63 @@ class ModelSpec:
         if spec.closed is not None:
             return spec.closed
         return not self.tables(predicate, "targets")
+
+    def observe_labels(self) -> ModelSpec:
+        """A learning-only copy in which every fully labelled target predicate is observed at its labels.
+
+        PSL's learners ground labelled atoms as random variables and fix them to their truth values for each
+        learning step, so the reasoner still iterates over every ground rule that touches them. Observed atoms
+        are constants to the grounding instead, and PSL drops the ground rules they already satisfy. The
+        energy loss's latent problem (labels fixed, the rest solved for) has the same objective either way, but
+        its program is smaller, so each capped solve is cheaper. Its iterates are not the same: a solve
+        stopped by an iteration cap ends at a different point.
+
+        A predicate is observed only when every one of its targets has a truth row; the labels of a partly
+        labelled predicate stay labels, fixed per step as before. The copy keeps no labels for the observed
+        predicates, so the losses that also solve with the labels free (the structured perceptron, the bilevel
+        losses) refuse it; :attr:`observed_labels` names them.
+
+        Returns:
+            The copy (the original is unchanged); ``self`` when no predicate is fully labelled.
+
+        Example:
+            >>> spec = ModelSpec.from_python(rules=["1: OlA(X) -> OlB(X) ^2", "1: OlB(X) -> OlC(X) ^2"],
+            ...     predicates={"OlA": 1, "OlB": 1, "OlC": 1}, observations={"OlA": [("x", 1.0)]},
+            ...     targets={"OlB": [("x",)], "OlC": [("x",)]}, truth={"OlC": [("x", 1.0)]})
+            >>> learning = spec.observe_labels()
+            >>> learning.observed_labels, learning.is_closed("OlC"), spec.is_closed("OlC")
+            (('OlC',), True, False)
+        """
+        observed: list[str] = []
+        data = list(self.data)
+        predicates = dict(self.predicates)
+        for key, pred in self.predicates.items():
+            targets = self.tables(pred.name, "targets")
+            truth = self.tables(pred.name, "truth")
+            if pred.neural is not None or not targets or not truth:
+                continue
+            labels: dict[tuple[str, ...], float] = {}
+            for table in truth:
+                values = table.values if table.values is not None else np.ones(len(table))
+                for args, value in zip(table.args.tolist(), values.tolist()):
+                    labels.setdefault(tuple(args), 1.0 if math.isnan(value) else float(value))
+            rows = [tuple(args) for table in targets for args in table.args.tolist()]
+            if not all(row in labels for row in rows):
+                continue
+            rows = list(dict.fromkeys(rows))
+            args = np.empty((len(rows), pred.arity), dtype=object)
+            args[:] = rows
+            table = DataTable(pred.name, "observations", args, np.array([labels[r] for r in rows]), "<labels>")
+            data = [t for t in data if not (t.predicate.upper() == key and t.partition in ("targets", "truth"))]
+            data.append(table)
+            if pred.closed is not None:  # declared open: observed at every target, it is closed now
+                predicates[key] = dataclasses.replace(pred, closed=True)
+            observed.append(pred.name)
+        if not observed:
+            return self
+        return dataclasses.replace(
+            self, predicates=predicates, data=data, observed_labels=(*self.observed_labels, *observed)
+        )
 
     @property
     def neural_predicates(self) -> list[PredicateSpec]:

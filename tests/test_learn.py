@@ -321,3 +321,51 @@ def test_grounding_estimates_before_and_real_counts_after():
     assert len(pairs) == 6 + 6 + 21
     for estimate, actual in pairs:
         assert actual / 3 <= estimate <= actual * 3, (estimate, actual)
+
+
+def _add2_labelled(seed, n=2, model="neupsl"):
+    rng = np.random.default_rng(seed)
+    digits = rng.integers(0, 10, size=4 * n)
+    probs = rng.dirichlet(np.ones(10), size=4 * n) * 0.5
+    probs[np.arange(4 * n), digits] += 0.5
+    quads = [tuple(range(4 * i, 4 * i + 4)) for i in range(n)]
+    sums = [int(10 * (digits[a] + digits[c]) + digits[b] + digits[d]) for a, b, c, d in quads]
+    return add2_spec(quads, sums, phase="learn", model=model), probs.astype(np.float32)
+
+
+@pytest.mark.parametrize(("model", "seed"), [("neupsl", 11), ("figure", 7)])
+def test_observed_labels_give_the_same_latent_energy_from_fewer_terms(model, seed):
+    # The oracle is the program PSL's learners build (labels fixed per step), solved to convergence.
+    # Both solves run to ADMM's convergence test (the folded one gets there in fewer iterations).
+    spec, probs = _add2_labelled(seed=seed, n=1, model=model)
+    observed = spec.observe_labels()
+    assert observed.observed_labels == ("Sum",) and spec.observed_labels == ()
+    options = {**FD_OPTIONS, "admmreasoner.maxiterations": "100000"}
+    with Bridge(spec, options=options) as fixed, Bridge(observed, options=options) as folded:
+        assert folded.program.term_count < fixed.program.term_count
+        want, got = fixed.learn_step({"Neural": probs}), folded.learn_step({"Neural": probs})
+    assert (got.labelled_atoms, got.latent_atoms) == (0, 2 * 19)
+    assert want.energy > 0.1 and max(want.iterations["latent"], got.iterations["latent"]) < 100000
+    assert got.energy == pytest.approx(want.energy, rel=1e-4, abs=1e-5)
+    np.testing.assert_allclose(got.rule_potentials, want.rule_potentials, rtol=1e-3, atol=1e-4)
+
+
+def test_observed_labels_gradient_matches_finite_differences():
+    spec, probs = _add2_labelled(seed=5, model="figure")
+    with Bridge(spec.observe_labels(), options=FD_OPTIONS) as bridge:
+        _check_finite_differences(bridge, probs, np.random.default_rng(1), wanted=10)
+
+
+def test_a_partly_labelled_predicate_keeps_its_labels():
+    spec, _ = _add1(n=4, labelled=2, seed=6)
+    assert spec.observe_labels() is spec
+    spec, _ = _add1(n=4, labelled=4, seed=6)
+    assert spec.observe_labels().observed_labels == ("ImageSum",)
+
+
+def test_losses_that_free_the_labels_refuse_a_program_that_observes_them():
+    spec, probs = _add1(n=3, labelled=3, seed=2)
+    with Bridge(spec.observe_labels()) as bridge:
+        with pytest.raises(ConfigurationError, match="'structured_perceptron' loss needs the labels of ImageSum"):
+            bridge.learn_step({"Neural": probs}, loss="structured_perceptron")
+        assert bridge.learn_step({"Neural": probs}).energy > 0  # still usable
