@@ -92,6 +92,52 @@ def test_add2_run_in_evaluation_blocks_validates_and_tests_as_one_program(mnist,
     assert rows[0]["digit_acc"] > 60
 
 
+def test_add2_run_with_observed_labels_learns_from_smaller_training_programs(mnist, jvm_started):
+    """``labels="observed"``: every training program grounds its sums as observations (fewer terms than the
+    fixed-label programs of the same batches), validation and test programs still solve for the sums, and the
+    steps learn (the energy falls over three epochs of a network not yet fitted)."""
+    from pslbridge.experiments.mnist_add_runner import NeuPSLRun, split_data
+
+    add2 = {"digits": 2, "additions": 12, "test_additions": 6, "val_additions": 6, "model": "neupsl"}
+    setting = Setting(
+        **add2,
+        epochs=3,
+        steps_per_epoch=2,
+        batches=2,
+        admm_iterations=50,
+        eval_admm_iterations=50,
+        eval_reasoner="admm",
+        learning_rate=3e-3,
+        labels="observed",
+    )
+    data = split_data(setting, 0, 5, mnist[1], mnist[3])
+    fixed = NeuPSLRun(replace(setting, labels="fixed"), 0, 5, data, mnist)
+    run = NeuPSLRun(setting, 0, 5, data, mnist)
+    try:
+        for ours, theirs in zip(run.train_bridges, fixed.train_bridges):
+            assert ours.program.spec.observed_labels == ("Sum",) and theirs.program.spec.observed_labels == ()
+            assert ours.program.term_count < theirs.program.term_count
+        assert not any(b.program.spec.observed_labels for b in run.val_programs.bridges + run.test_programs.bridges)
+        history = run.fit()
+        assert np.isfinite(history["energy"]).all() and history["energy"][-1] < history["energy"][0]
+        assert 0 <= run.result(history)["sum_acc"] <= 100
+    finally:
+        run.close()
+        fixed.close()
+
+
+def test_observed_labels_flag_and_its_loss_check(monkeypatch, tmp_path, capsys):
+    """``--labels observed`` reaches the setting and its name; a bilevel loss with it is a usage error."""
+    out = ["--out", str(tmp_path)]
+    observed = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "150", "--labels", "observed", *out])
+    fixed = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "150", "--labels", "fixed", *out])
+    assert (observed.labels, fixed.labels) == ("observed", "fixed")
+    assert "-obs" in observed.name and "-obs" not in fixed.name
+    with pytest.raises(SystemExit) as exc:
+        mnist_add_runner.main(["--labels", "observed", "--loss", "bce", "--reasoner", "dualbcd", *out])
+    assert exc.value.code == 2 and "--labels fixed" in capsys.readouterr().err
+
+
 def test_shift_moves_training_images_and_leaves_inference_alone():
     """A 4x4 bright square: training calls move it by at most 10 % of 28 px along each axis (and do move it
     on some call); inference calls return the image unchanged, so predictions are deterministic."""
