@@ -127,7 +127,8 @@ def test_add2_run_with_observed_labels_learns_from_smaller_training_programs(mni
 
 
 def test_observed_labels_flag_and_its_loss_check(monkeypatch, tmp_path, capsys):
-    """``--labels observed`` reaches the setting and its name; a bilevel loss with it is a usage error."""
+    """``--labels`` reaches the setting and its name; a bilevel loss with ``--labels observed`` is a usage error,
+    and without the flag it gets fixed labels (observed is the Add2 default for the energy loss only)."""
     out = ["--out", str(tmp_path)]
     observed = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "150", "--labels", "observed", *out])
     fixed = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "150", "--labels", "fixed", *out])
@@ -136,6 +137,8 @@ def test_observed_labels_flag_and_its_loss_check(monkeypatch, tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         mnist_add_runner.main(["--labels", "observed", "--loss", "bce", "--reasoner", "dualbcd", *out])
     assert exc.value.code == 2 and "--labels fixed" in capsys.readouterr().err
+    bilevel = _cli_setting(monkeypatch, ["--digits", "2", "--loss", "bce", "--reasoner", "dualbcd", *out])
+    assert (bilevel.labels, bilevel.loss) == ("fixed", "bce")
 
 
 def test_shift_moves_training_images_and_leaves_inference_alone():
@@ -202,7 +205,7 @@ def test_add2_defaults_are_the_reproduction_schedules_and_flags_override_them(mo
     add2 = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "150", *out])
     assert add2 == mnist_add_runner.default_setting(2, 150)
     assert (add2.name, add2.epochs, add2.steps_per_epoch, add2.batches) == (
-        "add2-150-neupsl-b15-wd0.1-prior100m0.98-restart15at10x2",
+        "add2-150-neupsl-b15-obs-wd0.1-prior100m0.98-restart15at10x2",
         40,
         5,
         15,
@@ -211,24 +214,37 @@ def test_add2_defaults_are_the_reproduction_schedules_and_flags_override_them(mo
     assert (add2.restart_below, add2.restart_epochs, add2.max_restarts, add2.restarts) == (15.0, 10, 2, True)
     assert (add2.admm_iterations, add2.eval_admm_iterations, add2.test_admm_iterations) == (100, 100, 1000)
     assert (add2.eval_reasoner, add2.shift, add2.test_additions, add2.learning_rate) == ("admm", 0.0, 250, 3e-3)
+    assert add2.labels == "observed"
     one_program = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "150", "--eval-block", "0", *out])
     assert (add2.eval_block, one_program.eval_block, one_program.name) == (25, 0, add2.name)
     big = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "1500", *out])
-    assert (big.name, big.epochs, big.steps_per_epoch, big.batches) == ("add2-1500-neupsl-b50", 20, 1, 50)
+    assert (big.name, big.epochs, big.steps_per_epoch, big.batches) == ("add2-1500-neupsl-b50-obs", 20, 1, 50)
     assert (big.learning_rate, big.admm_iterations, big.eval_admm_iterations, big.test_admm_iterations) == (
         1e-3,
         50,
         100,
         1000,
     )
-    assert (big.weight_decay, big.class_prior, big.restart_below, big.restarts) == (0.0, 0.0, 0.0, False)
+    assert (big.weight_decay, big.class_prior, big.restart_below, big.restarts, big.labels) == (
+        0.0,
+        0.0,
+        0.0,
+        False,
+        "observed",
+    )
     flags = ["--batches", "5", "--epochs", "3", "--learning-rate", "0.001", "--weight-decay", "0", "--class-prior", "0"]
     changed = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "150", *flags, *out])
     assert (changed.batches, changed.epochs, changed.steps_per_epoch, changed.learning_rate) == (5, 3, 5, 1e-3)
-    assert (changed.weight_decay, changed.name) == (0.0, "add2-150-neupsl-b5")
+    assert (changed.weight_decay, changed.name) == (0.0, "add2-150-neupsl-b5-obs")
     add1 = _cli_setting(monkeypatch, ["--additions", "300", *out])
     assert (add1.epochs, add1.steps_per_epoch, add1.batches, add1.shift, add1.learning_rate) == (125, 20, 1, 0.1, 1e-3)
-    assert (add1.weight_decay, add1.class_prior, add1.restarts, add1.eval_block) == (0.0, 0.0, False, 0)
+    assert (add1.weight_decay, add1.class_prior, add1.restarts, add1.eval_block, add1.labels) == (
+        0.0,
+        0.0,
+        False,
+        0,
+        "fixed",
+    )
     assert (add1.model, add1.eval_reasoner, add1.admm_iterations, add1.eval_admm_iterations) == (
         "figure",
         "dualbcd",
@@ -291,6 +307,12 @@ def test_search_takes_add2_with_the_runner_defaults_as_its_base(monkeypatch, tmp
     argv = ["--space", "learning_rate=choice:0.001", "--epochs", "7", "--out", str(tmp_path)]
     assert search.main(argv) == 0
     assert captured["base"] == replace(mnist_add_runner.default_setting(1, 300), epochs=7)
+    # A search over the loss trains every trial with fixed labels (the bilevel losses need them as labels).
+    argv = ["--digits", "2", "--additions", "150", "--space", "loss=choice:energy,bce", "--out", str(tmp_path)]
+    assert search.main(argv) == 0
+    assert captured["base"] == replace(mnist_add_runner.default_setting(2, 150), labels="fixed")
+    with pytest.raises(ValueError, match="'bce' loss needs the sums as labels"):
+        replace(mnist_add_runner.default_setting(2, 150), loss="bce")
 
 
 def test_results_of_another_schedule_under_the_same_name_are_never_averaged_together(tmp_path):
@@ -354,7 +376,9 @@ def test_weight_decay_shrinks_each_weight_by_rate_times_decay_and_reaches_the_se
     mnist_add_runner.network_optimizer(Setting(learning_rate=0.1)).apply_gradients([(np.zeros(1, "float32"), plain)])
     assert float(np.asarray(plain)[0]) == 2.0
     setting = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "150", "--weight-decay", "0.01"])
-    assert setting.weight_decay == 0.01 and setting.name == "add2-150-neupsl-b15-wd0.01-prior100m0.98-restart15at10x2"
+    assert (
+        setting.weight_decay == 0.01 and setting.name == "add2-150-neupsl-b15-obs-wd0.01-prior100m0.98-restart15at10x2"
+    )
     with pytest.raises(SystemExit) as stop:
         mnist_add_runner.main(["--weight-decay", "-1"])
     assert stop.value.code == 2 and "expected a finite number >= 0" in capsys.readouterr().err
@@ -375,7 +399,7 @@ def test_class_prior_is_the_kl_from_uniform_and_reaches_the_network_and_setting(
     plain(images, training=True)
     assert not plain.losses
     setting = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "150", "--class-prior", "0.2"])
-    assert setting.class_prior == 0.2 and setting.name == "add2-150-neupsl-b15-wd0.1-prior0.2m0.98-restart15at10x2"
+    assert setting.class_prior == 0.2 and setting.name == "add2-150-neupsl-b15-obs-wd0.1-prior0.2m0.98-restart15at10x2"
 
 
 def test_class_prior_momentum_runs_over_batches_and_spares_a_balanced_network(monkeypatch):
@@ -419,10 +443,14 @@ def test_class_prior_momentum_runs_over_batches_and_spares_a_balanced_network(mo
         monkeypatch, ["--digits", "2", "--additions", "150", "--class-prior", "3", "--class-prior-momentum", "0.9"]
     )
     assert (
-        setting.class_prior_momentum == 0.9 and setting.name == "add2-150-neupsl-b15-wd0.1-prior3m0.9-restart15at10x2"
+        setting.class_prior_momentum == 0.9
+        and setting.name == "add2-150-neupsl-b15-obs-wd0.1-prior3m0.9-restart15at10x2"
     )
     plain = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "150", "--class-prior", "0"])
-    assert (plain.class_prior_momentum, plain.name) == (0.0, "add2-150-neupsl-b15-wd0.1-restart15at10x2")  # no prior
+    assert (plain.class_prior_momentum, plain.name) == (
+        0.0,
+        "add2-150-neupsl-b15-obs-wd0.1-restart15at10x2",
+    )  # no prior
     with pytest.warns(UserWarning, match="--class-prior-momentum has no effect"):
         _cli_setting(
             monkeypatch, ["--digits", "2", "--additions", "150", "--class-prior", "0", "--class-prior-momentum", "0.9"]
@@ -476,9 +504,11 @@ def test_restart_flags_reach_the_setting_and_a_restart_that_cannot_happen_warns(
     row = {"setting": setting.name, "split": 0, "seed": 31, "method": "NeuPSL", "sum_acc": 70.0, "wall_s": 60.0}
     mnist_add_runner.record_split(tmp_path, setting, 0, [{k: v for k, v in row.items() if k not in ("split", "seed")}])
     line = [line for line in write_table(tmp_path).splitlines() if line.startswith("| add2")][0]
-    assert "prior 100, class_prior_momentum 0.98, restart below 20 % after 5 epochs (at most 1) |" in line
+    assert (
+        "prior 100, class_prior_momentum 0.98, restart below 20 % after 5 epochs (at most 1), labels observed |" in line
+    )
     off = _cli_setting(monkeypatch, [*add2, "--restart-below", "0"])
-    assert (off.restarts, off.name) == (False, "add2-150-neupsl-b15-wd0.1-prior100m0.98")
+    assert (off.restarts, off.name) == (False, "add2-150-neupsl-b15-obs-wd0.1-prior100m0.98")
     with pytest.warns(UserWarning, match="--restart-epochs / --max-restarts have no effect"):
         _cli_setting(monkeypatch, [*add2, "--restart-epochs", "40"])  # judged after the last epoch: never
     with pytest.warns(UserWarning, match="have no effect"):

@@ -208,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     base = default_setting(args.digits, args.additions)
     given = {"epochs": args.epochs, "steps_per_epoch": args.steps_per_epoch}
     base = replace(base, **{name: value for name, value in given.items() if value is not None})
+    if "loss" in space and "labels" not in space and base.labels == "observed":
+        base = replace(base, labels="fixed")  # the bilevel losses need the sums as labels: every trial alike
     report = search(
         base,
         space,
