@@ -369,3 +369,16 @@ def test_losses_that_free_the_labels_refuse_a_program_that_observes_them():
         with pytest.raises(ConfigurationError, match="'structured_perceptron' loss needs the labels of ImageSum"):
             bridge.learn_step({"Neural": probs}, loss="structured_perceptron")
         assert bridge.learn_step({"Neural": probs}).energy > 0  # still usable
+
+
+def test_readme_observed_labels_example_runs(capsys):
+    """The README's observe_labels example runs as written and prints the term counts it states."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    code = re.search(r"```python\n(.*?)```", readme.split("**Observed labels", 1)[1], re.S).group(1)
+    exec(code, {"np": np, "pslbridge": __import__("pslbridge")})
+    counts, energy = capsys.readouterr().out.splitlines()[:2]
+    stated = re.search(r"term_count\)  # (\d+) (\d+)", code).groups()
+    assert counts.split() == list(stated) and float(energy) > 0
