@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import os
 from dataclasses import replace
 
 import numpy as np
@@ -255,14 +256,23 @@ def test_add2_defaults_are_the_reproduction_schedules_and_flags_override_them(mo
 
 def test_reproduce_runs_the_four_sizes_defaults_longest_first_and_refuses_schedule_flags(monkeypatch, tmp_path, capsys):
     """``--reproduce`` (the make target): Add2-1500, Add2-150, Add1-3000, Add1-300 with their defaults, in that
-    order, with the split, seed and baseline flags passed on; a schedule flag is a usage error naming it."""
+    order, with the split, seed and baseline flags passed on; a schedule flag is a usage error naming it. The
+    whole invocation's wall time goes to ``wall-times.csv`` with the runs it ran itself (a Ray resume runs only
+    those not stored), and the results table shows it."""
     captured = {}
 
     def fake_run_settings(settings, splits, seed, out, baseline, first_split, ray):
         captured.update(settings=settings, args=(splits, seed, out, baseline, first_split, ray))
+        # Two runs ran (NeuPSL and its CNN baseline are rows of one run); the other ten were stored.
+        return [
+            {"setting": settings[0].name, "split": 2, "method": "NeuPSL"},
+            {"setting": settings[0].name, "split": 2, "method": "CNN"},
+            {"setting": settings[3].name, "split": 4, "method": "NeuPSL", "error": "DataError: x"},
+        ]
 
     monkeypatch.setattr(mnist_add_runner, "run_settings", fake_run_settings)
-    monkeypatch.setattr(mnist_add_runner, "write_table", lambda out: "")
+    real_write_table, tables = mnist_add_runner.write_table, []
+    monkeypatch.setattr(mnist_add_runner, "write_table", lambda out: tables.append(out) or "")
     argv = [
         "--reproduce",
         "--splits",
@@ -279,6 +289,21 @@ def test_reproduce_runs_the_four_sizes_defaults_longest_first_and_refuses_schedu
     sizes = [(2, 1500), (2, 150), (1, 3000), (1, 300)]
     assert captured["settings"] == [mnist_add_runner.default_setting(d, a) for d, a in sizes]
     assert captured["args"] == (3, 7, tmp_path, False, 2, None)
+    assert tables == [tmp_path]
+    (whole,) = list(csv.DictReader(open(tmp_path / "wall-times.csv")))
+    assert (whole["command"], whole["seed"], whole["splits"], whole["runs"], whole["ran"]) == (
+        "mnist-add --reproduce",
+        "7",
+        "2-4",
+        "12",
+        "2",
+    )
+    assert whole["workers"] == "one process, one run at a time" and float(whole["wall_s"]) >= 0
+    assert whole["machine"].startswith(f"{os.cpu_count()} CPUs")
+    outcome = {"method": "NeuPSL", "sum_acc": 90.0, "learn_s": 1.0, "step_s": 0.1, "infer_s": 0.1, "wall_s": 2.0}
+    mnist_add_runner.record_split(tmp_path, captured["settings"][3], 0, [outcome], 7)
+    table = real_write_table(tmp_path)
+    assert "## Whole runs" in table and "| mnist-add --reproduce | 7 | 2-4 | 2 of 12 |" in table, table
     for flags in (["--epochs", "3"], ["--digits", "2"], ["--eval-block", "0", "--shift", "0.2"]):
         with pytest.raises(SystemExit) as exc:
             mnist_add_runner.main(["--reproduce", *flags, "--out", str(tmp_path)])

@@ -33,6 +33,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,16 @@ from .arguments import (
     unit_interval,
 )
 from .mnist_add import AdditionSet, addition_spec, lenet, make_additions, prepare_images
-from .reporting import append_csv, failed_runs, mean_std, read_groups, write_rows
+from .reporting import (
+    WALL_TIME_FIELDS,
+    append_csv,
+    failed_runs,
+    machine_text,
+    mean_std,
+    read_groups,
+    wall_time_lines,
+    write_rows,
+)
 from .sweep import BASE_MEMORY_MB, RayOptions, Run, add_ray_arguments, run_all, run_digest
 
 __all__ = [
@@ -1345,6 +1355,7 @@ def write_table(out: Path) -> str:
         "",
         f"The defaults were chosen on validation data only: {TUNING}. Results on any other seed are held out.",
     ]
+    lines += wall_time_lines(out / "wall-times.csv")
     lines += failed_runs(out / "results.csv", ["setting", "split"])
     text = "\n".join(lines) + "\n"
     (out / "results.md").write_text(text)
@@ -1536,7 +1547,20 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--reproduce runs each size's defaults; it takes no {', '.join(changed)}")
         settings = [default_setting(digits, additions) for digits, additions in REPRODUCTION]
         ray = RayOptions.from_args(args, parser)
-        run_settings(settings, args.splits, args.seed, args.out, not args.no_baseline, args.first_split, ray)
+        started, start = datetime.now(timezone.utc), time.perf_counter()
+        rows = run_settings(settings, args.splits, args.seed, args.out, not args.no_baseline, args.first_split, ray)
+        whole = {
+            "started": started.strftime("%Y-%m-%d %H:%M"),
+            "command": "mnist-add --reproduce" + ("" if args.no_baseline else " (with the CNN baselines)"),
+            "seed": args.seed,
+            "splits": f"{args.first_split}-{args.first_split + args.splits - 1}",
+            "runs": len(settings) * args.splits,
+            "ran": len({(row["setting"], row["split"]) for row in rows}),  # the others were stored (Ray resumes)
+            "workers": ray.describe() if ray is not None else "one process, one run at a time",
+            "machine": machine_text(),
+            "wall_s": time.perf_counter() - start,
+        }
+        append_csv(args.out / "wall-times.csv", whole, WALL_TIME_FIELDS)
         print(write_table(args.out))
         return 0
     # Flags left out take default_setting's values for this size (the schedules make reproduce-mnist-add runs).

@@ -10,12 +10,23 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
+import platform
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["append_csv", "failed_runs", "mean_std", "non_defaults", "read_groups", "write_rows"]
+__all__ = [
+    "append_csv",
+    "failed_runs",
+    "machine_text",
+    "mean_std",
+    "non_defaults",
+    "read_groups",
+    "wall_time_lines",
+    "write_rows",
+]
 
 
 def append_csv(path: Path, row: dict[str, Any], fields: Sequence[str]) -> None:
@@ -172,3 +183,59 @@ def mean_std(values: Sequence[float]) -> str:
         return "–"
     std = statistics.stdev(finite) if len(finite) > 1 else 0.0
     return f"{statistics.mean(finite):.2f} ± {std:.2f}"
+
+
+def machine_text() -> str:
+    """The machine in words for a results table: its CPU count and, where the OS says, the CPU model.
+
+    Example:
+        >>> machine_text().split()[1]
+        'CPUs'
+    """
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as handle:
+            model = next((line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")), "")
+    except OSError:
+        pass
+    return f"{os.cpu_count() or 1} CPUs ({model or platform.processor() or platform.machine()})"
+
+
+#: Columns of ``wall-times.csv``: one row per whole invocation of a runner (e.g. ``--reproduce``).
+WALL_TIME_FIELDS = ("started", "command", "seed", "splits", "runs", "ran", "workers", "machine", "wall_s")
+
+
+def wall_time_lines(path: Path) -> list[str]:
+    """Markdown lines for the whole-invocation wall times in ``path`` (``wall-times.csv``), if there is one.
+
+    Each row is one invocation, e.g. all of ``make reproduce-mnist-add``: its wall time from start to end, with
+    the runs it ran itself (``ran``) out of those it covers (``runs``; the others were found stored, so a
+    resumed invocation's time is not the whole reproduction's).
+
+    Example:
+        >>> import tempfile; p = Path(tempfile.mkdtemp()) / "wall-times.csv"
+        >>> wall_time_lines(p)
+        []
+        >>> row = {"started": "2026-11-28T10:18Z", "command": "mnist-add --reproduce", "seed": 7, "splits": 5,
+        ...        "runs": 20, "ran": 20, "workers": "Ray, 2 workers", "machine": "2 CPUs (Xeon)", "wall_s": 6600}
+        >>> append_csv(p, row, WALL_TIME_FIELDS)
+        >>> wall_time_lines(p)[-1]
+        '| 2026-11-28T10:18Z | mnist-add --reproduce | 7 | 5 | 20 of 20 | Ray, 2 workers | 2 CPUs (Xeon) | 110.0 |'
+    """
+    if not path.is_file():
+        return []
+    with open(path, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    lines = [
+        "",
+        "## Whole runs (wall time from start to end)",
+        "",
+        "| started (UTC) | command | seed | splits | runs it ran | workers | machine | wall min |",
+        "|---|---|---:|---:|---:|---|---|---:|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row['started']} | {row['command']} | {row['seed']} | {row['splits']} | {row['ran']} of "
+            f"{row['runs']} | {row['workers']} | {row['machine']} | {float(row['wall_s']) / 60:.1f} |"
+        )
+    return lines

@@ -142,6 +142,17 @@ class RayOptions:
             fail("--workers is for a local Ray instance")
         return cls(address=args.ray_address, workers=args.workers)
 
+    def describe(self) -> str:
+        """Where the runs went, in words (for results tables).
+
+        Example:
+            >>> RayOptions(workers=2).describe(), RayOptions(address="10.0.0.5:6379").describe()
+            ('local Ray, 2 workers', 'Ray cluster at 10.0.0.5:6379')
+        """
+        if self.address:
+            return f"Ray cluster at {self.address}"
+        return f"local Ray, {self.workers or os.cpu_count() or 1} workers"
+
 
 def add_ray_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``--ray``, ``--ray-address`` and ``--workers`` to a runner's parser."""
