@@ -8,7 +8,9 @@
 * ``curves-<setting>.png``: per-epoch energy and validation accuracy of every split.
 
 ``--reproduce`` runs the four sizes of the paper's table (:data:`REPRODUCTION`) with their defaults, as
-``make reproduce-mnist-add`` does; with ``--ray`` all their splits form one queue (:func:`run_settings`).
+``make reproduce-mnist-add`` does; with ``--ray`` all their splits form one queue (:func:`run_settings`). It
+also appends its whole wall time to ``wall-times.csv`` (start, runs it ran, workers, machine), which
+``results.md`` shows under "Whole runs".
 
 Per split (seeded): training additions from MNIST's training images; validation and test
 additions from MNIST's test images (disjoint). NeuPSL trains the LeNet network through the energy
@@ -1553,7 +1555,7 @@ def main(argv: list[str] | None = None) -> int:
             "started": started.strftime("%Y-%m-%d %H:%M"),
             "command": "mnist-add --reproduce" + ("" if args.no_baseline else " (with the CNN baselines)"),
             "seed": args.seed,
-            "splits": f"{args.first_split}-{args.first_split + args.splits - 1}",
+            "splits": f"{args.first_split}" + (f"-{args.first_split + args.splits - 1}" if args.splits > 1 else ""),
             "runs": len(settings) * args.splits,
             "ran": len({(row["setting"], row["split"]) for row in rows}),  # the others were stored (Ray resumes)
             "workers": ray.describe() if ray is not None else "one process, one run at a time",
