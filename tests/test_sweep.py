@@ -112,6 +112,32 @@ def test_ray_sweep_matches_the_sequential_runs_and_survives_a_killed_worker(tmp_
         run_all(runs, tmp_path, workers=2)
 
 
+_ORDER = """
+import json, sys
+from pathlib import Path
+from pslbridge.experiments.sweep import Run, run_all
+runs = [Run(f"run{i}", "pslbridge.experiments.sweep:example_run", {"x": i, "sleep_s": 0.5}, memory)
+        for i, memory in enumerate([300, 300, 300, 200, 200, 100])]
+seen = []
+results = run_all(runs, Path(sys.argv[1]), workers=1, on_result=lambda run, _: seen.append(run.key))
+print(json.dumps({"seen": seen, "started": [results[r.key]["started"] for r in runs]}))
+"""
+
+
+@pytest.mark.slow
+def test_local_ray_starts_runs_in_the_order_given(tmp_path):
+    """One worker, runs of three memory sizes: they start and finish in the order given (Ray alone
+    takes turns between resource shapes, which ran MNIST-Add2-150 last in a reproduction that listed it second)."""
+    env = {k: v for k, v in os.environ.items() if k not in THREAD_VARIABLES} | {"PYTHONPATH": str(REPO)}
+    proc = subprocess.run(
+        [sys.executable, "-c", _ORDER, str(tmp_path)], capture_output=True, text=True, env=env, cwd=REPO, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report["seen"] == [f"run{i}" for i in range(6)]
+    assert report["started"] == sorted(report["started"])
+
+
 def test_runner_cli_asks_for_ray_or_runs_without_it(tmp_path):
     """Without Ray installed, --ray is a usage error (status 2) naming the extra, before any work; the
     sequential path needs no Ray; --workers without --ray is refused."""

@@ -38,6 +38,7 @@ import os
 import re
 import time
 import traceback
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +55,7 @@ __all__ = [
     "Run",
     "add_ray_arguments",
     "check_driver",
+    "concurrent_runs",
     "example_run",
     "require_ray",
     "run_all",
@@ -200,14 +202,17 @@ def run_environment(cpus: int = RUN_CPUS) -> dict[str, str]:
 def example_run(x: int, sleep_s: float = 0.0) -> dict[str, Any]:
     """A trivial run (doubles ``x`` after ``sleep_s`` seconds), for examples and tests.
 
-    The result also names the process and its thread settings (:data:`THREAD_VARIABLES`; None where unset).
+    The result also names the process, its thread settings (:data:`THREAD_VARIABLES`; None where unset) and
+    when it started (``time.time()``).
 
     Example:
         >>> example_run(3)["value"]
         6
     """
+    started = time.time()
     time.sleep(sleep_s)
-    return {"value": 2 * x, "pid": os.getpid(), "threads": {v: os.environ.get(v) for v in THREAD_VARIABLES}}
+    threads = {v: os.environ.get(v) for v in THREAD_VARIABLES}
+    return {"value": 2 * x, "pid": os.getpid(), "threads": threads, "started": started}
 
 
 def require_ray() -> Any:
@@ -254,7 +259,8 @@ def run_all(
     """Run every run not stored under ``out/runs`` as a Ray task; return all results by key.
 
     Args:
-        runs: The runs (keys unique).
+        runs: The runs (keys unique). On a local instance they start in this order, one per free slot
+            (:func:`concurrent_runs`), so put the longest first; an existing cluster gets them all at once.
         out: Results folder; runs that finish without error are stored in ``out/runs/<key>.json`` as they
             finish (failed ones are not, so a restart tries them again).
         address: An existing Ray cluster (``ray.init(address=...)``); None starts a local instance.
@@ -282,12 +288,23 @@ def run_all(
     try:
         _check_memory(ray, todo)
         task = ray.remote(num_cpus=RUN_CPUS, max_calls=1, max_retries=retries, retry_exceptions=False)(execute)
-        pending = {
-            task.options(memory=r.memory_mb * 2**20, name=f"pslbridge:{r.key}").remote(r.fn, r.kwargs): r for r in todo
-        }
+        queue = deque(todo)
+        # Ray does not start queued tasks in the order they were submitted when their resources differ (it
+        # takes turns between resource shapes), so on a local instance runs are submitted one per free slot
+        # and start in the order given. A cluster gets them all at once, so that its autoscaler sees the demand.
+        window = len(todo) if address is not None else concurrent_runs(ray)
+        pending: dict[Any, Run] = {}
+
+        def submit() -> None:
+            while queue and len(pending) < window:
+                r = queue.popleft()
+                pending[task.options(memory=r.memory_mb * 2**20, name=f"pslbridge:{r.key}").remote(r.fn, r.kwargs)] = r
+
+        submit()
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
             run = pending.pop(done[0])
+            submit()  # the freed slot starts the next run before this one's result is handled
             result = _get(ray, done[0])
             if on_result is not None:
                 on_result(run, result)
@@ -375,6 +392,18 @@ def start_ray(address: str | None = None, workers: int | None = None) -> bool:
         _node_ip_address="127.0.0.1",  # loopback only: nothing listens beyond this machine
     )
     return True
+
+
+def concurrent_runs(ray: Any) -> int:
+    """How many runs the connected Ray cluster holds at once: its CPUs over :data:`RUN_CPUS` (at least 1).
+
+    Example:
+        >>> class FakeRay:
+        ...     def cluster_resources(self): return {"CPU": 2.0, "memory": 8e9}
+        >>> concurrent_runs(FakeRay())
+        2
+    """
+    return max(1, int(ray.cluster_resources().get("CPU", 1) // RUN_CPUS))
 
 
 def _check_memory(ray: Any, runs: Sequence[Run]) -> None:
