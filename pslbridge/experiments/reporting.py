@@ -216,11 +216,11 @@ def wall_time_lines(path: Path) -> list[str]:
         >>> import tempfile; p = Path(tempfile.mkdtemp()) / "wall-times.csv"
         >>> wall_time_lines(p)
         []
-        >>> row = {"started": "2026-11-28T10:18Z", "command": "mnist-add --reproduce", "seed": 7, "splits": 5,
+        >>> row = {"started": "2026-11-28 10:18", "command": "mnist-add --reproduce", "seed": 7, "splits": 5,
         ...        "runs": 20, "ran": 20, "workers": "Ray, 2 workers", "machine": "2 CPUs (Xeon)", "wall_s": 6600}
         >>> append_csv(p, row, WALL_TIME_FIELDS)
         >>> wall_time_lines(p)[-1]
-        '| 2026-11-28T10:18Z | mnist-add --reproduce | 7 | 5 | 20 of 20 | Ray, 2 workers | 2 CPUs (Xeon) | 110.0 |'
+        '| 2026-11-28 10:18 | mnist-add --reproduce | 7 | 5 | 20 of 20 | Ray, 2 workers | 2 CPUs (Xeon) | 110.0 |'
     """
     if not path.is_file():
         return []
