@@ -206,7 +206,7 @@ def test_add2_defaults_are_the_reproduction_schedules_and_flags_override_them(mo
     add2 = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "150", *out])
     assert add2 == mnist_add_runner.default_setting(2, 150)
     assert (add2.name, add2.epochs, add2.steps_per_epoch, add2.batches) == (
-        "add2-150-neupsl-b15-obs-wd0.1-prior100m0.98-restart15at10x2",
+        "add2-150-neupsl-b15-obs-wd0.1-prior100m0.98-restart15at10x2-temp1_0.25_0.1",
         40,
         5,
         15,
@@ -219,7 +219,12 @@ def test_add2_defaults_are_the_reproduction_schedules_and_flags_override_them(mo
     one_program = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "150", "--eval-block", "0", *out])
     assert (add2.eval_block, one_program.eval_block, one_program.name) == (25, 0, add2.name)
     big = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "1500", *out])
-    assert (big.name, big.epochs, big.steps_per_epoch, big.batches) == ("add2-1500-neupsl-b50-obs", 20, 1, 50)
+    assert (big.name, big.epochs, big.steps_per_epoch, big.batches) == (
+        "add2-1500-neupsl-b50-obs-temp1_0.25_0.1",
+        20,
+        1,
+        50,
+    )
     assert (big.learning_rate, big.admm_iterations, big.eval_admm_iterations, big.test_admm_iterations) == (
         1e-3,
         50,
@@ -236,7 +241,7 @@ def test_add2_defaults_are_the_reproduction_schedules_and_flags_override_them(mo
     flags = ["--batches", "5", "--epochs", "3", "--learning-rate", "0.001", "--weight-decay", "0", "--class-prior", "0"]
     changed = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "150", *flags, *out])
     assert (changed.batches, changed.epochs, changed.steps_per_epoch, changed.learning_rate) == (5, 3, 5, 1e-3)
-    assert (changed.weight_decay, changed.name) == (0.0, "add2-150-neupsl-b5-obs")
+    assert (changed.weight_decay, changed.name) == (0.0, "add2-150-neupsl-b5-obs-temp1_0.25_0.1")
     add1 = _cli_setting(monkeypatch, ["--additions", "300", *out])
     assert (add1.epochs, add1.steps_per_epoch, add1.batches, add1.shift, add1.learning_rate) == (125, 20, 1, 0.1, 1e-3)
     assert (add1.weight_decay, add1.class_prior, add1.restarts, add1.eval_block, add1.labels) == (
@@ -402,7 +407,8 @@ def test_weight_decay_shrinks_each_weight_by_rate_times_decay_and_reaches_the_se
     assert float(np.asarray(plain)[0]) == 2.0
     setting = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "150", "--weight-decay", "0.01"])
     assert (
-        setting.weight_decay == 0.01 and setting.name == "add2-150-neupsl-b15-obs-wd0.01-prior100m0.98-restart15at10x2"
+        setting.weight_decay == 0.01
+        and setting.name == "add2-150-neupsl-b15-obs-wd0.01-prior100m0.98-restart15at10x2-temp1_0.25_0.1"
     )
     with pytest.raises(SystemExit) as stop:
         mnist_add_runner.main(["--weight-decay", "-1"])
@@ -424,7 +430,10 @@ def test_class_prior_is_the_kl_from_uniform_and_reaches_the_network_and_setting(
     plain(images, training=True)
     assert not plain.losses
     setting = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "150", "--class-prior", "0.2"])
-    assert setting.class_prior == 0.2 and setting.name == "add2-150-neupsl-b15-obs-wd0.1-prior0.2m0.98-restart15at10x2"
+    assert (
+        setting.class_prior == 0.2
+        and setting.name == "add2-150-neupsl-b15-obs-wd0.1-prior0.2m0.98-restart15at10x2-temp1_0.25_0.1"
+    )
 
 
 def test_class_prior_momentum_runs_over_batches_and_spares_a_balanced_network(monkeypatch):
@@ -469,12 +478,12 @@ def test_class_prior_momentum_runs_over_batches_and_spares_a_balanced_network(mo
     )
     assert (
         setting.class_prior_momentum == 0.9
-        and setting.name == "add2-150-neupsl-b15-obs-wd0.1-prior3m0.9-restart15at10x2"
+        and setting.name == "add2-150-neupsl-b15-obs-wd0.1-prior3m0.9-restart15at10x2-temp1_0.25_0.1"
     )
     plain = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "150", "--class-prior", "0"])
     assert (plain.class_prior_momentum, plain.name) == (
         0.0,
-        "add2-150-neupsl-b15-obs-wd0.1-restart15at10x2",
+        "add2-150-neupsl-b15-obs-wd0.1-restart15at10x2-temp1_0.25_0.1",
     )  # no prior
     with pytest.warns(UserWarning, match="--class-prior-momentum has no effect"):
         _cli_setting(
@@ -525,16 +534,92 @@ def test_restart_flags_reach_the_setting_and_a_restart_that_cannot_happen_warns(
         monkeypatch, [*add2, "--restart-below", "20", "--restart-epochs", "5", "--max-restarts", "1"]
     )
     assert (setting.restart_below, setting.restart_epochs, setting.max_restarts) == (20.0, 5, 1)
-    assert setting.name.endswith("-prior100m0.98-restart20at5x1")
+    assert setting.name.endswith("-prior100m0.98-restart20at5x1-temp1_0.25_0.1")
     row = {"setting": setting.name, "split": 0, "seed": 31, "method": "NeuPSL", "sum_acc": 70.0, "wall_s": 60.0}
     mnist_add_runner.record_split(tmp_path, setting, 0, [{k: v for k, v in row.items() if k not in ("split", "seed")}])
     line = [line for line in write_table(tmp_path).splitlines() if line.startswith("| add2")][0]
     assert (
-        "prior 100, class_prior_momentum 0.98, restart below 20 % after 5 epochs (at most 1), labels observed |" in line
+        "prior 100, class_prior_momentum 0.98, restart below 20 % after 5 epochs (at most 1), labels observed, "
+        "decoding temperature chosen on validation from 1, 0.25, 0.1 |" in line
     )
     off = _cli_setting(monkeypatch, [*add2, "--restart-below", "0"])
-    assert (off.restarts, off.name) == (False, "add2-150-neupsl-b15-obs-wd0.1-prior100m0.98")
+    assert (off.restarts, off.name) == (False, "add2-150-neupsl-b15-obs-wd0.1-prior100m0.98-temp1_0.25_0.1")
     with pytest.warns(UserWarning, match="--restart-epochs / --max-restarts have no effect"):
         _cli_setting(monkeypatch, [*add2, "--restart-epochs", "40"])  # judged after the last epoch: never
     with pytest.warns(UserWarning, match="have no effect"):
         _cli_setting(monkeypatch, ["--additions", "300", "--max-restarts", "3"])  # Add1: no threshold
+
+
+class _FixedNetwork:
+    """Stands in for the LeNet: returns the given predictions for the validation or the test images."""
+
+    def __init__(self, by_rows: dict[int, np.ndarray]) -> None:
+        self.by_rows = by_rows
+
+    def __call__(self, images, training=False):
+        return self.by_rows[len(images)]
+
+    def set_weights(self, weights) -> None:
+        pass
+
+
+def _soft(labels: np.ndarray, right: float) -> np.ndarray:
+    probs = np.full((len(labels), 10), (1 - right) / 9, np.float32)
+    probs[np.arange(len(labels)), labels] = right
+    return probs
+
+
+def test_decoding_temperature_is_chosen_on_validation_and_the_test_decodes_at_it(mnist, jvm_started):
+    """Oracle: each candidate's validation sum accuracy from its own fresh programs at the test cap. Soft but right
+    predictions (every digit's true class at 0.3) decode few MNIST-Add2 sums at temperature 1 (the ``Sum`` atoms
+    stay flat) and all of them sharpened, so the run picks the sharpest candidate that scores best and tests at it;
+    peaked predictions decode the same at every temperature, and the first candidate (1) wins the tie."""
+    from pslbridge.experiments.mnist_add_runner import EvalPrograms, NeuPSLRun, sharpen, split_data
+
+    add2 = {"digits": 2, "additions": 12, "test_additions": 10, "val_additions": 12, "model": "neupsl"}
+    caps = {"admm_iterations": 20, "eval_admm_iterations": 100, "test_admm_iterations": 300, "eval_reasoner": "admm"}
+    setting = Setting(**add2, **caps, epochs=1, steps_per_epoch=1, decode_temperatures=(1.0, 0.5, 0.1))
+    assert setting.name.endswith("-temp1_0.5_0.1")
+    data = split_data(setting, 0, 5, mnist[1], mnist[3])
+    _, val, test = data
+    run = NeuPSLRun(setting, 0, 5, data, mnist)
+    y = mnist[3]
+    soft = {len(val.image_ids): _soft(y[val.image_ids], 0.3), len(test.image_ids): _soft(y[test.image_ids], 0.3)}
+    try:
+        oracle = {}
+        for temperature in setting.decode_temperatures:
+            programs = EvalPrograms(val, setting, 300)
+            sums = programs.predict(sharpen(soft[len(val.image_ids)], temperature))["sum"]
+            programs.close()
+            oracle[temperature] = float((sums == val.sums).mean())
+        assert oracle[1.0] < 0.5 and oracle[0.1] == 1.0  # the case the choice is for
+        best = max(oracle.values())
+        run.model, run.learn_time = _FixedNetwork(soft), 0.0
+        chosen = run.choose_temperature()
+        assert chosen == next(t for t in setting.decode_temperatures if oracle[t] == best) != 1.0
+        row = run.result({"step_time": [0.0], "psl_time": [0.0]})
+        assert row["decode_temperature"] == chosen and row["temperature_s"] > 0
+        assert row["sum_acc"] == 100.0 and row["digit_acc"] == 100.0  # tested sharpened; argmax unchanged
+        peaked = NeuPSLRun(setting, 0, 5, data, mnist)
+        peaked.model = _FixedNetwork({n: _soft(p.argmax(1), 0.991) for n, p in soft.items()})
+        assert peaked.choose_temperature() == 1.0
+        peaked.close()
+        single = NeuPSLRun(replace(setting, decode_temperatures=(1.0,)), 0, 5, data, mnist)
+        single.model, single.learn_time = _FixedNetwork(soft), 0.0
+        row = single.result({"step_time": [0.0], "psl_time": [0.0]})
+        assert row["decode_temperature"] == 1.0 and row["sum_acc"] == 100 * oracle[1.0]
+    finally:
+        run.close()
+
+
+def test_decode_temperatures_flag_reaches_the_setting_and_bad_values_are_usage_errors(monkeypatch, tmp_path, capsys):
+    out = ["--out", str(tmp_path)]
+    setting = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "150", "--decode-temperatures", "1,0.5", *out])
+    assert setting.decode_temperatures == (1.0, 0.5) and setting.name.endswith("-temp1_0.5")
+    assert _cli_setting(monkeypatch, ["--additions", "300", *out]).decode_temperatures == (1.0,)
+    with pytest.raises(SystemExit):
+        mnist_add_runner.main(["--decode-temperatures", "1,-2", *out])
+    assert "expected comma-separated numbers > 0, got '1,-2'" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="decode_temperatures must be positive"):
+        Setting(decode_temperatures=())
+    assert Setting(decode_temperatures=[1, 0.25]).decode_temperatures == (1.0, 0.25)  # a sweep's JSON list

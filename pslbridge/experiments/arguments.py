@@ -21,6 +21,7 @@ __all__ = [
     "open_unit_interval",
     "positive_float",
     "positive_int",
+    "temperatures",
     "unit_interval",
 ]
 
@@ -65,6 +66,24 @@ def positive_float(text: str) -> float:
         0.001
     """
     return _float_where(text, lambda value: 0 < value < float("inf"), "a number > 0")
+
+
+def temperatures(text: str) -> tuple[float, ...]:
+    """Comma-separated finite numbers > 0, in the order given (temperatures; the first wins ties).
+
+    Example:
+        >>> temperatures("1,0.25, 0.1")
+        (1.0, 0.25, 0.1)
+        >>> temperatures("1,0")
+        Traceback (most recent call last):
+        ...
+        argparse.ArgumentTypeError: expected comma-separated numbers > 0, got '1,0'
+    """
+    try:
+        values = tuple(positive_float(part) for part in text.split(","))
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers > 0, got {text!r}") from None
+    return values
 
 
 def non_negative_float(text: str) -> float:
