@@ -328,6 +328,14 @@ def _is_out_of_memory(exc: BaseException) -> bool:
 
 #: Errors that a thread meets when another thread has just exhausted the heap and the cause was lost.
 _LOST_OOM_CLASSES = ("java.lang.BootstrapMethodError", "java.lang.NoClassDefFoundError")
+#: Heap exhaustions reported in this process (as :class:`EngineMemoryError`), see :func:`translate`.
+_MEMORY_ERRORS = [0]
+#: Added to a linkage error's message after an exhaustion was reported: the JVM may be repeating an old failure.
+STALE_LINK_HINT = (
+    "; after an earlier heap exhaustion in this process this can also be Java code that failed to link "
+    "(a call site or a class) while the heap was full: the JVM repeats such a failure for the life of the "
+    "process, so if it recurs with a small model, restart the process"
+)
 
 
 def _lost_out_of_memory(names: Sequence[str], messages: Sequence[str]) -> bool:
@@ -387,14 +395,17 @@ def translate(
     # heap filled up is blamed on the heap (its cause may have been lost, see heap_ran_out), its Java error kept.
     # Both checks run (each forgets what it answered); the peak decides only for an exhaustion's usual symptoms.
     ran_out, peaked = heap_ran_out(), heap_peaked()
+    linkage = any(n in _LOST_OOM_CLASSES for n in names)
+    hint = STALE_LINK_HINT if linkage and _MEMORY_ERRORS[0] else ""
     if out_of_memory or ran_out or (peaked and _lost_out_of_memory(names, messages)):
+        _MEMORY_ERRORS[0] += 1
         return EngineMemoryError(
             f"the Java heap ran out during {context} ({detail}); "
-            "raise it with pslbridge.jvm.configure(max_heap='8g') or PSLBRIDGE_HEAP=8g before the JVM starts",
+            f"raise it with pslbridge.jvm.configure(max_heap='8g') or PSLBRIDGE_HEAP=8g before the JVM starts{hint}",
             java_class="java.lang.OutOfMemoryError",
             java_trace=trace,
         )
-    return EngineError(f"PSL failed during {context}: {detail}", java_class=names[0], java_trace=trace)
+    return EngineError(f"PSL failed during {context}: {detail}{hint}", java_class=names[0], java_trace=trace)
 
 
 def is_java_exception(exc: BaseException) -> bool:
@@ -461,6 +472,7 @@ def guard(context: str, *, rule: str | None = None, path: str | None = None, lin
             if isinstance(exc, RuntimeError) and "Fatal error" in str(exc):
                 # JPype could not even build the Java exception: in practice the heap ran out.
                 forget_exhaustion()  # this exhaustion is now reported
+                _MEMORY_ERRORS[0] += 1
                 raise EngineMemoryError(
                     f"the JVM failed during {context} ({exc}); this happens when the Java heap is exhausted: "
                     "raise it with pslbridge.jvm.configure(max_heap='8g') or PSLBRIDGE_HEAP=8g",

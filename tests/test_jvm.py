@@ -331,3 +331,30 @@ def test_an_exhaustion_whose_cause_was_lost_is_still_the_memory_error(jvm_starte
     assert type(_java.translate(bootstrap, "grounding")) is EngineError
     pool.peak = 1.0
     assert type(_java.translate(ordinary, "reading a number")) is EngineError  # not an exhaustion's symptom
+
+
+def test_a_linkage_error_after_a_reported_exhaustion_says_a_restart_may_be_needed(jvm_started, monkeypatch):
+    """The heap test above failed once more in CI: after the large grounding's memory error, the small grounding
+    failed with a BootstrapMethodError, most likely Java code first linked while the heap was full (the JVM then
+    repeats that failure for the life of the process). Once an exhaustion has been reported, a linkage error says
+    so and suggests a restart; before any exhaustion it does not, and other errors never do."""
+    from pslbridge import _java
+    from pslbridge.errors import EngineError, EngineMemoryError
+
+    bootstrap = _raised("java.lang.BootstrapMethodError", "bootstrap method initialization exception")
+    no_class = _raised("java.lang.NoClassDefFoundError", "org/linqs/psl/Something")
+    ordinary = _raised("java.lang.NumberFormatException", "seven")
+    pool = _FakePool(count=0, peak=0.5)
+    monkeypatch.setattr(_java, "_HEAP_POOLS", [pool])
+    monkeypatch.setattr(_java, "_MEMORY_ERRORS", [0])
+    _java.heap_ran_out()  # takes the fake pool's count in
+
+    before = _java.translate(bootstrap, "grounding")
+    assert type(before) is EngineError and "restart the process" not in str(before)
+    pool.count = 1  # the large grounding: the heap ran out
+    memory = _java.translate(ordinary, "grounding")
+    assert type(memory) is EngineMemoryError and "restart the process" not in str(memory)
+    for error in (bootstrap, no_class):  # the small grounding, with a healthy heap
+        after = _java.translate(error, "grounding")
+        assert type(after) is EngineError and str(after).endswith(_java.STALE_LINK_HINT)
+    assert "restart the process" not in str(_java.translate(ordinary, "reading a number"))
