@@ -198,6 +198,37 @@ def test_heap_too_small_is_a_typed_error_and_the_process_survives():
     assert "later error: EngineError True" in proc.stdout
 
 
+def test_the_first_grounding_of_each_reasoner_warms_its_path_up_and_leaves_nothing_behind():
+    """Before a process's first real grounding with a reasoner, a tiny program is grounded with it (so that its Java
+    code is linked while the heap has room, see ``grounding.warm_up``); its predicates are released afterwards,
+    and a user's predicate may even share a warm-up predicate's name."""
+    proc = run_python(
+        """
+        import numpy as np
+        from pslbridge import Bridge, _java
+        from pslbridge.model_files import ModelSpec
+        from pslbridge.program import grounding
+        from pslbridge.experiments.mnist_add import add1_spec
+        print("before:", sorted(grounding._WARMED))
+        with Bridge(add1_spec([(0, 1)])) as bridge:
+            violated = bridge.infer({"Neural": np.full((2, 10), 0.1)}).violated_constraints
+            print("admm:", sorted(grounding._WARMED), violated)
+        names = ("PslbridgeWarmUpNeural", "PslbridgeWarmUpLink", "PslbridgeWarmUpTarget")
+        print("left:", [n for n in names if _java.find_predicate(n) is not None])
+        spec = ModelSpec.from_python(rules=["1: PslbridgeWarmUpLink(A, B) -> Other(A, B) ^2"],
+                                     predicates={"PslbridgeWarmUpLink": 2, "Other": 2},
+                                     observations={"PslbridgeWarmUpLink": [("a", "b")]},
+                                     targets={"Other": [("a", "b")]})
+        with Bridge(spec, reasoner="dualbcd") as bridge:
+            print("dualbcd:", sorted(grounding._WARMED), round(bridge.infer().values["Other"][0], 1))
+    """,
+        timeout=240,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "before: []" in proc.stdout and "admm: ['admm'] 0" in proc.stdout and "left: []" in proc.stdout
+    assert "dualbcd: ['admm', 'dualbcd'] 1.0" in proc.stdout
+
+
 _SIGNAL_SCRIPT = """
 import sys, time
 import numpy as np

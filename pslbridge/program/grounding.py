@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import logging
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -35,9 +36,18 @@ from .rules import RuleSet
 from .solver import Solver
 from .terms import Terms
 
-__all__ = ["Built", "Grounded", "build", "ground"]
+__all__ = ["Built", "Grounded", "build", "ground", "warm_up"]
 
+log = logging.getLogger(__name__)
 _ids = itertools.count(1)
+#: Reasoners whose grounding path this process has run on a tiny program (see :func:`warm_up`).
+_WARMED: set[str] = set()
+#: The tiny program of :func:`warm_up`: a weighted logical rule over a neural and an observed predicate, and an
+#: arithmetic constraint with a summation, the shapes of the bundled examples.
+_WARM_UP_RULES = (
+    "1.0: PslbridgeWarmUpNeural(I, X) & PslbridgeWarmUpLink(I, J) -> PslbridgeWarmUpTarget(J, X) ^2",
+    "PslbridgeWarmUpTarget(J, +X) = 1 .",
+)
 
 
 @dataclass
@@ -203,6 +213,7 @@ def build(
     """
     if reasoner not in _java.REASONERS:
         raise ModelFileError(f"unknown reasoner {reasoner!r}; choose one of {sorted(_java.REASONERS)}")
+    warm_up(reasoner)
     _warn_unknown_options(options)
     check_rules(spec)
     check_duplicates(spec)
@@ -242,6 +253,44 @@ def build(
         raise
     timings = {"compile": t1 - t0, "ground": t2 - t1, "index": time.perf_counter() - t2}
     return Built(registry, predicates, rules, grounded, atoms, terms, solver, timings)
+
+
+def warm_up(reasoner: str) -> None:
+    """Ground a tiny program with ``reasoner`` once per process, before the first real grounding with it.
+
+    Java links a lambda's or a string concatenation's call site, and initialises a class, on its first use. When
+    that first use falls in a grounding that exhausts the heap, the JVM records the failure and repeats it for
+    the life of the process (JVMS §5.4.3), so that even a small model then fails (seen once in CI: a
+    ``BootstrapMethodError`` in the small grounding after a large one ran out of heap). Grounding a tiny program
+    first links the common grounding path while the heap has room. Paths only large or unusual models reach
+    are not covered; a linkage error after an exhaustion says so (see the engine error's message).
+    :func:`build` calls this; a failure here is left to the real grounding to report.
+
+    Args:
+        reasoner: A key of :data:`pslbridge._java.REASONERS`.
+
+    Example:
+        >>> warm_up("admm")  # once per process and reasoner; later calls return at once
+        >>> "admm" in _WARMED
+        True
+    """
+    if reasoner in _WARMED:
+        return
+    _WARMED.add(reasoner)  # first: the build below must not warm up again
+    spec = ModelSpec.from_python(
+        rules=list(_WARM_UP_RULES),
+        predicates={"PslbridgeWarmUpNeural": 2, "PslbridgeWarmUpLink": 2, "PslbridgeWarmUpTarget": 2},
+        observations={"PslbridgeWarmUpLink": [(0, 1)]},
+        targets={"PslbridgeWarmUpNeural": [(0, 0), (0, 1)], "PslbridgeWarmUpTarget": [(1, 0), (1, 1)]},
+        neural={"PslbridgeWarmUpNeural": 2},
+    )
+    try:
+        built = build(spec, {}, reasoner)
+    except Exception as exc:  # noqa: BLE001 - the real grounding reports what is wrong
+        log.debug("warming up the %s grounding path failed: %s", reasoner, exc)
+        return
+    built.grounded.close()
+    built.registry.release()
 
 
 def _warn_unknown_options(options: Mapping[str, str]) -> None:
