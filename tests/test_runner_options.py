@@ -520,6 +520,9 @@ def test_a_slow_start_restarts_from_a_new_network_and_selection_spans_every_atte
         assert not all(np.array_equal(a, b) for a, b in zip(first, restarted.get_weights()))
         history = retrained.fit()
         assert retrained.restarts == 0 and len(history["val_sum_acc"]) == 3
+        epoch = retrained.best["epoch"]  # the selected epoch's decode and digit-composed accuracies are kept
+        assert retrained.best["sum_acc"] == history["val_sum_acc"][epoch]
+        assert retrained.best["digit_sum_acc"] == history["val_digit_sum_acc"][epoch]
         row = retrained.result(history)
         assert row["restarts"] == 0
     finally:
@@ -595,6 +598,12 @@ def test_decoding_temperature_is_chosen_on_validation_and_the_test_decodes_at_it
         assert oracle[1.0] < 0.5 and oracle[0.1] == 1.0  # the case the choice is for
         best = max(oracle.values())
         run.model, run.learn_time = _FixedNetwork(soft), 0.0
+        # The selected epoch's validation decoded every sum its digits give: no solves, temperature 1.
+        run.best.update(sum_acc=0.9, digit_sum_acc=0.9)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(mnist_add_runner, "EvalPrograms", None)  # a solve would fail
+            assert run.choose_temperature() == 1.0
+        run.best.update(sum_acc=0.3, digit_sum_acc=0.9)  # it fell short: the candidates are solved
         chosen = run.choose_temperature()
         assert chosen == next(t for t in setting.decode_temperatures if oracle[t] == best) != 1.0
         row = run.result({"step_time": [0.0], "psl_time": [0.0]})

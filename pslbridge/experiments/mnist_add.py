@@ -301,6 +301,19 @@ class AdditionSet:
         """Number of additions."""
         return int(self.groups.shape[0])
 
+    def digit_sums(self, digits: np.ndarray) -> np.ndarray:
+        """The sum of each addition composed from one digit per image (``digits[k]``: the digit of ``image_ids[k]``).
+
+        Example:
+            >>> labels = np.array([1, 2, 3, 4])  # 12 + 34
+            >>> s = make_additions(labels, 2, 4, np.random.default_rng(0))
+            >>> s.digit_sums(labels[s.image_ids]).tolist() == s.sums.tolist()
+            True
+        """
+        place = 10 ** np.arange(self.digits - 1, -1, -1)
+        numbers = digits[self.groups].reshape(len(self.groups), 2, self.digits)
+        return (numbers * place).sum(axis=(1, 2))
+
     def batches(self, n: int) -> list[AdditionSet]:
         """Split into ``n`` consecutive batches of additions (sizes differ by at most one).
 
