@@ -127,7 +127,8 @@ TUNING = (
     "split 0 of Add2-1500, validation place sums and time); MNIST-Add2's decoding temperatures 1, 0.25 and 0.1 "
     "(the candidates from the validation additions of seed 7 split 4's stored network, whose soft predictions "
     "decoded to 1 % at temperature 1: seed 7 is not held out for them; each run chooses among them on its own "
-    "validation additions)"
+    "validation additions, and skips the choice where temperature 1 decodes all but at most one of the sums its "
+    "digits give, a margin set from the validation additions of seeds 7 and 41's stored networks)"
 )
 
 #: Test sum accuracy (mean, std) reported in the paper (10 splits), by (digits, additions).
@@ -1077,20 +1078,20 @@ class NeuPSLRun:
 
         The candidate of highest validation sum accuracy, each decoded by a cold solve at the test cap; the one
         listed first wins ties. A single candidate is returned without a solve, and so is temperature 1 when it is
-        listed first and the selected epoch's validation already decoded (at temperature 1) every sum that its
-        digits' argmaxes compose to: sharpening moves the decode toward those sums, so there is nothing to gain
-        (peaked networks, the usual case; this spares them three solves of several minutes on a shared core).
+        listed first and the selected epoch's validation decode (at temperature 1) fell at most one addition short
+        of the sums its digits' argmaxes compose to: sharpening moves the decode toward those sums, so at most one
+        validation addition (1 % of 100, well within the validation noise) could be gained. That is the usual case
+        (peaked networks: seeds 7 and 41's selected networks were at most 1 short on 9 of 10 splits, 3 of them
+        exactly 1; validation only); it spares them three solves of minutes each on a shared core.
         """
         candidates = self.setting.decode_temperatures
         if len(candidates) == 1:
             return candidates[0]
-        if candidates[0] == 1.0 and self.best.get("sum_acc", -1.0) >= self.best.get("digit_sum_acc", 2.0):
-            log.info(
-                "%s split %d: validation decodes every sum the digits give: decoding at 1",
-                self.setting.name,
-                self.split,
-            )
-            return 1.0
+        if "sum_acc" in self.best and candidates[0] == 1.0:
+            short = round((self.best["digit_sum_acc"] - self.best["sum_acc"]) * self.val.n_additions)
+            if short <= 1:
+                log.info("%s split %d: validation decodes the digits' sums at 1", self.setting.name, self.split)
+                return 1.0
         probs = np.asarray(self.model(self.val_inputs, training=False))
         cap = self.setting.test_admm_iterations or self.setting.eval_admm_iterations
         scores: dict[float, float] = {}
