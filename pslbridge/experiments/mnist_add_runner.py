@@ -88,11 +88,11 @@ __all__ = [
     "main",
     "memory_estimate_mb",
     "record_split",
-    "sharpen",
     "run_setting",
     "run_settings",
     "run_split",
     "run_split_task",
+    "sharpen",
     "split_data",
     "training_spec",
     "validate_split",
@@ -270,11 +270,11 @@ class Setting:
             prior += f"m{self.class_prior_momentum:g}"
         shift = f"-shift{self.shift:g}" if self.shift else ""
         restart = f"-restart{self.restart_below:g}at{self.restart_epochs}x{self.max_restarts}" if self.restarts else ""
-        if self.decode_temperatures != (1.0,):
-            restart += "-temp" + "_".join(f"{t:g}" for t in self.decode_temperatures)
+        temperatures = self.decode_temperatures
+        sharpening = "-temp" + "_".join(f"{t:g}" for t in temperatures) if temperatures != (1.0,) else ""
         return (
             f"add{self.digits}-{self.additions}{extra}{model}{batches}{learning}{decoding}{schedule}{average}{decay}"
-            f"{prior}{shift}{restart}"
+            f"{prior}{shift}{restart}{sharpening}"
         )
 
     @property
@@ -447,7 +447,8 @@ def default_decode_temperatures(digits: int, additions: int) -> tuple[float, ...
     is made on each run's validation additions, and the network's own output (1, listed first) wins ties, so a
     peaked network is decoded as before. The choice costs three cold validation solves at the test cap (436 s for
     a peaked network on a core shared by two and a half processes), so it is skipped where the selected epoch's
-    validation already decoded every sum its digits give (:meth:`NeuPSLRun.choose_temperature`). Add1 decodes
+    validation decode at 1 was at most one addition short of the sums its digits give
+    (:meth:`NeuPSLRun.choose_temperature`). Add1 decodes
     with dual BCD, which handles soft predictions, and keeps ``(1,)``. Seed 7 motivated this and is not held out
     for it.
 
