@@ -338,9 +338,14 @@ STALE_LINK_HINT = (
 )
 
 
+def _linkage_error(names: Sequence[str]) -> bool:
+    """True when the chain holds one of :data:`_LOST_OOM_CLASSES` (Java code that failed to link or initialise)."""
+    return any(n in _LOST_OOM_CLASSES for n in names)
+
+
 def _lost_out_of_memory(names: Sequence[str], messages: Sequence[str]) -> bool:
     """True for the errors that a heap exhaustion on a worker thread leaves on the main thread."""
-    return any(n in _LOST_OOM_CLASSES for n in names) or any("Self-suppression not permitted" in m for m in messages)
+    return _linkage_error(names) or any("Self-suppression not permitted" in m for m in messages)
 
 
 def translate(
@@ -395,8 +400,7 @@ def translate(
     # heap filled up is blamed on the heap (its cause may have been lost, see heap_ran_out), its Java error kept.
     # Both checks run (each forgets what it answered); the peak decides only for an exhaustion's usual symptoms.
     ran_out, peaked = heap_ran_out(), heap_peaked()
-    linkage = any(n in _LOST_OOM_CLASSES for n in names)
-    hint = STALE_LINK_HINT if linkage and _MEMORY_ERRORS[0] else ""
+    hint = STALE_LINK_HINT if _linkage_error(names) and _MEMORY_ERRORS[0] else ""
     if out_of_memory or ran_out or (peaked and _lost_out_of_memory(names, messages)):
         _MEMORY_ERRORS[0] += 1
         return EngineMemoryError(

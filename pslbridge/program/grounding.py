@@ -213,7 +213,6 @@ def build(
     """
     if reasoner not in _java.REASONERS:
         raise ModelFileError(f"unknown reasoner {reasoner!r}; choose one of {sorted(_java.REASONERS)}")
-    warm_up(reasoner)
     _warn_unknown_options(options)
     check_rules(spec)
     check_duplicates(spec)
@@ -221,6 +220,7 @@ def build(
     neural_targets = {
         p.key: t for p in spec.neural_predicates if (t := neural_target_table(spec, p, entity_maps.get(p.key)))
     }
+    warm_up(reasoner)  # after the Python checks: a model they refuse never reaches the JVM
     registry = PredicateRegistry(list(spec.predicates.values()), spec.source)
     grounded = None
     t0 = time.perf_counter()
