@@ -201,18 +201,28 @@ def test_heap_too_small_is_a_typed_error_and_the_process_survives():
 def test_the_first_grounding_of_each_reasoner_warms_its_path_up_and_leaves_nothing_behind():
     """Before a process's first real grounding with a reasoner, a tiny program is grounded with it (so that its Java
     code is linked while the heap has room, see ``grounding.warm_up``); its predicates are released afterwards,
-    and a user's predicate may even share a warm-up predicate's name."""
+    and a user's predicate may even share a warm-up predicate's name. Oracle for "grounded": PSL's own log lines
+    of the warm-up rules' ground terms, once per reasoner."""
     proc = run_python(
         """
+        import logging
         import numpy as np
         from pslbridge import Bridge, _java
+        lines = []
+        class Keep(logging.Handler):
+            def emit(self, record):
+                lines.append(record.getMessage())
+        psl = logging.getLogger("pslbridge.psl")
+        psl.addHandler(Keep()); psl.setLevel(logging.DEBUG)
+        def warm_rules():
+            return sum("Grounded" in m and "PSLBRIDGEWARMUPTARGET" in m for m in lines)
         from pslbridge.model_files import ModelSpec
         from pslbridge.program import grounding
         from pslbridge.experiments.mnist_add import add1_spec
         print("before:", sorted(grounding._WARMED))
         with Bridge(add1_spec([(0, 1)])) as bridge:
             violated = bridge.infer({"Neural": np.full((2, 10), 0.1)}).violated_constraints
-            print("admm:", sorted(grounding._WARMED), violated)
+            print("admm:", sorted(grounding._WARMED), violated, warm_rules())
         names = ("PslbridgeWarmUpNeural", "PslbridgeWarmUpLink", "PslbridgeWarmUpTarget")
         print("left:", [n for n in names if _java.find_predicate(n) is not None])
         spec = ModelSpec.from_python(rules=["1: PslbridgeWarmUpLink(A, B) -> Other(A, B) ^2"],
@@ -220,13 +230,13 @@ def test_the_first_grounding_of_each_reasoner_warms_its_path_up_and_leaves_nothi
                                      observations={"PslbridgeWarmUpLink": [("a", "b")]},
                                      targets={"Other": [("a", "b")]})
         with Bridge(spec, reasoner="dualbcd") as bridge:
-            print("dualbcd:", sorted(grounding._WARMED), round(bridge.infer().values["Other"][0], 1))
+            print("dualbcd:", sorted(grounding._WARMED), round(bridge.infer().values["Other"][0], 1), warm_rules())
     """,
         timeout=240,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "before: []" in proc.stdout and "admm: ['admm'] 0" in proc.stdout and "left: []" in proc.stdout
-    assert "dualbcd: ['admm', 'dualbcd'] 1.0" in proc.stdout
+    assert "before: []" in proc.stdout and "admm: ['admm'] 0 2" in proc.stdout and "left: []" in proc.stdout
+    assert "dualbcd: ['admm', 'dualbcd'] 1.0 4" in proc.stdout  # the two warm-up rules, grounded once each time
 
 
 _SIGNAL_SCRIPT = """
