@@ -121,6 +121,11 @@ def test_cli_hyper_parameters_reach_the_recorded_setting(tmp_path, jvm_started):
     assert row["initial_neural_weights"] == "[0.2, 0.9]"
     assert (row["pretrain_monitor"], row["balance_selection"], row["hidden"]) == ("val_loss", "loss", "16")
     assert (default_row["hops"], default_row["l2"]) == ("2", "5e-06")  # lp_psl rows record NeuPSL-LP's defaults
+    first, second = list(csv.DictReader(open(tmp_path / "wall-times.csv")))  # one row per invocation
+    assert first["command"] == "citation --datasets cora --splits 1 --methods lp_psl " + " ".join(flags)
+    assert second["command"] == "citation --datasets cora --splits 1 --methods lp_psl"
+    assert (second["splits"], second["runs"], second["ran"]) == ("0", "1", "1") and float(second["wall_s"]) > 0
+    assert "## Whole runs" in (tmp_path / "results.md").read_text()
     table = (tmp_path / "results.md").read_text().splitlines()[4:]
     options = sorted(line.split(" | ")[2] for line in table if line.startswith("| cora |"))
     assert options[0] == "defaults" and "hops 3" in options[1] and "initial_neural_weights [0.2, 0.9]" in options[1]

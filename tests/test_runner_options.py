@@ -185,13 +185,17 @@ def test_cli_defaults_shift_for_small_add1_and_records_the_options(tmp_path, mni
         (row,) = list(csv.DictReader(handle))
     assert row["setting"] == "add1-20-ema0.5-shift0.1"
     assert float(row["shift"]) == 0.1 and float(row["weight_average"]) == 0.5
+    (whole,) = list(csv.DictReader(open(tmp_path / "wall-times.csv")))  # every invocation records its wall time
+    assert whole["command"] == "mnist-add " + " ".join(args) and (whole["splits"], whole["ran"]) == ("0", "1")
+    assert float(whole["wall_s"]) >= float(row["wall_s"]) and whole["workers"] == "one process, one run at a time"
+    assert "## Whole runs" in (tmp_path / "results.md").read_text()
     assert mnist_add_runner.default_shift(1, 3000) == 0.0 == mnist_add_runner.default_shift(2, 150)
 
 
 def _cli_setting(monkeypatch, argv: list[str]) -> Setting:
     """The Setting that ``mnist-add`` would run for ``argv`` (captured instead of training)."""
     captured = {}
-    monkeypatch.setattr(mnist_add_runner, "run_setting", lambda setting, *a, **k: captured.setdefault("s", setting))
+    monkeypatch.setattr(mnist_add_runner, "run_setting", lambda setting, *a, **k: captured.update(s=setting) or [])
     monkeypatch.setattr(mnist_add_runner, "write_table", lambda out: "")
     assert mnist_add_runner.main(argv) == 0
     return captured["s"]
@@ -297,7 +301,7 @@ def test_reproduce_runs_the_four_sizes_defaults_longest_first_and_refuses_schedu
     assert tables == [tmp_path]
     (whole,) = list(csv.DictReader(open(tmp_path / "wall-times.csv")))
     assert (whole["command"], whole["seed"], whole["splits"], whole["runs"], whole["ran"]) == (
-        "mnist-add --reproduce",
+        "mnist-add --reproduce --splits 3 --first-split 2 --seed 7 --no-baseline",
         "7",
         "2-4",
         "12",
@@ -308,7 +312,7 @@ def test_reproduce_runs_the_four_sizes_defaults_longest_first_and_refuses_schedu
     outcome = {"method": "NeuPSL", "sum_acc": 90.0, "learn_s": 1.0, "step_s": 0.1, "infer_s": 0.1, "wall_s": 2.0}
     mnist_add_runner.record_split(tmp_path, captured["settings"][3], 0, [outcome], 7)
     table = real_write_table(tmp_path)
-    assert "## Whole runs" in table and "| mnist-add --reproduce | 7 | 2-4 | 2 of 12 |" in table, table
+    assert "## Whole runs" in table and "--no-baseline | 7 | 2-4 | 2 of 12 |" in table, table
     for flags in (["--epochs", "3"], ["--digits", "2"], ["--eval-block", "0", "--shift", "0.2"]):
         with pytest.raises(SystemExit) as exc:
             mnist_add_runner.main(["--reproduce", *flags, "--out", str(tmp_path)])
@@ -633,3 +637,34 @@ def test_decode_temperatures_flag_reaches_the_setting_and_bad_values_are_usage_e
     with pytest.raises(ValueError, match="decode_temperatures must be positive"):
         Setting(decode_temperatures=())
     assert Setting(decode_temperatures=[1, 0.25]).decode_temperatures == (1.0, 0.25)  # a sweep's JSON list
+
+
+def test_visual_sudoku_records_each_invocations_wall_time_and_the_runs_it_ran(monkeypatch, tmp_path):
+    """``visual-sudoku`` appends one ``wall-times.csv`` row per invocation (the command without ``--out``, the
+    splits, how many it ran) and its results table shows them under "Whole runs", as ``make
+    reproduce-visual-sudoku``'s two invocations do."""
+    from dataclasses import asdict
+
+    from pslbridge.experiments import visual_sudoku_runner
+    from pslbridge.experiments.reporting import write_rows
+
+    def fake_run_split(setting, split, seed, out, baselines):
+        row = {"setting": setting.name, "split": split, "seed": seed, "method": "NeuPSL", "puzzle_acc": 50.0}
+        row.update(distinguish_acc=60.0, learn_s=1.0, infer_s=0.1, **asdict(setting))
+        return write_rows(out / "results.csv", [row], list(row))
+
+    monkeypatch.setattr(visual_sudoku_runner, "run_split", fake_run_split)
+    out = ["--out", str(tmp_path)]
+    assert visual_sudoku_runner.main(["--puzzles", "4", "--splits", "2", "--seed", "3", "--no-baselines", *out]) == 0
+    assert visual_sudoku_runner.main(["--puzzles", "4", "--splits", "1", f"--out={tmp_path}"]) == 0
+    first, second = list(csv.DictReader(open(tmp_path / "wall-times.csv")))
+    assert (first["command"], first["seed"], first["splits"], first["runs"], first["ran"]) == (
+        "visual-sudoku --puzzles 4 --splits 2 --seed 3 --no-baselines",
+        "3",
+        "0-1",
+        "2",
+        "2",
+    )
+    assert (second["command"], second["splits"], second["ran"]) == ("visual-sudoku --puzzles 4 --splits 1", "0", "1")
+    table = (tmp_path / "results.md").read_text()
+    assert "## Whole runs" in table and "| visual-sudoku --puzzles 4 --splits 1 | 0 | 0 | 1 of 1 |" in table, table

@@ -2,7 +2,8 @@
 
 ``python -m pslbridge.experiments citation --datasets cora citeseer --splits 5`` writes
 ``results.csv`` and ``results.md`` (test accuracy mean ± std, warm and cold inference time, learning
-time) under ``--out`` (default ``out/citation``).
+time) under ``--out`` (default ``out/citation``), and appends the invocation's whole wall time to
+``wall-times.csv`` (``results.md``'s "Whole runs").
 
 Per split: the network (one dense softmax layer, L2) is pre-trained on the training nodes with early stopping on
 validation accuracy or loss (``pretrain_monitor``; patience 25, up to 250 epochs); the initial balance of the two
@@ -42,8 +43,8 @@ from ..learning import WeightOptimizer
 from ..training import set_seed
 from .arguments import DefaultsHelpFormatter, non_negative_int, open_unit_interval, positive_float, positive_int
 from .citation import citation_spec, dense_classifier, normalise_rows
-from .reporting import failed_runs, mean_std, non_defaults, read_groups, write_rows
-from .sweep import BASE_MEMORY_MB, RayOptions, Run, add_ray_arguments, run_all, run_digest
+from .reporting import WholeRun, failed_runs, mean_std, non_defaults, read_groups, wall_time_lines, write_rows
+from .sweep import BASE_MEMORY_MB, RayOptions, Run, add_ray_arguments, run_all, run_digest, workers_text
 
 __all__ = [
     "BALANCE_SELECTIONS",
@@ -662,6 +663,7 @@ def write_table(out: Path) -> str:
         )
     lines += ["", f"The options column names departures from each data set and method's defaults. {TUNING}"]
     lines += failed_runs(out / "results.csv", ["dataset", "split"])
+    lines += wall_time_lines(out / "wall-times.csv")
     text = "\n".join(lines) + "\n"
     (out / "results.md").write_text(text)
     return text
@@ -739,7 +741,11 @@ def main(argv: list[str] | None = None) -> int:
     overrides = {name: tuple(v) if isinstance(v, list) else v for name, v in overrides.items() if v is not None}
     if args.hops is not None and "lp+fp" not in args.methods:
         warnings.warn("--hops has no effect without --methods lp+fp (only LP+FP propagates features)", stacklevel=2)
+    runs = len(args.datasets) * args.splits
+    whole = WholeRun("citation", argv, args.seed, 0, args.splits, runs, workers_text(ray))
+    rows = []
     for name in args.datasets:
-        run_dataset(name, args.splits, overrides, args.out, args.seed, args.data_dir, tuple(args.methods), ray)
+        rows += run_dataset(name, args.splits, overrides, args.out, args.seed, args.data_dir, tuple(args.methods), ray)
+    whole.record(args.out, ran=len({(row["dataset"], row["split"]) for row in rows}))  # Ray: others were stored
     print(write_table(args.out))
     return 0

@@ -5,12 +5,12 @@
 
 * ``results.csv``: one row per split and method (test sum and digit accuracy, times);
 * ``results.md``: mean ± std per method, next to the paper's numbers;
-* ``curves-<setting>.png``: per-epoch energy and validation accuracy of every split.
+* ``curves-<setting>.png``: per-epoch energy and validation accuracy of every split;
+* ``wall-times.csv``: one row per invocation, its whole wall time (start, command, runs it ran, workers,
+  machine), which ``results.md`` shows under "Whole runs".
 
 ``--reproduce`` runs the four sizes of the paper's table (:data:`REPRODUCTION`) with their defaults, as
-``make reproduce-mnist-add`` does; with ``--ray`` all their splits form one queue (:func:`run_settings`). It
-also appends its whole wall time to ``wall-times.csv`` (start, runs it ran, workers, machine), which
-``results.md`` shows under "Whole runs".
+``make reproduce-mnist-add`` does; with ``--ray`` all their splits form one queue (:func:`run_settings`).
 
 Per split (seeded): training additions from MNIST's training images; validation and test
 additions from MNIST's test images (disjoint). NeuPSL trains the LeNet network through the energy
@@ -35,7 +35,6 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -56,16 +55,15 @@ from .arguments import (
 )
 from .mnist_add import AdditionSet, addition_spec, lenet, make_additions, prepare_images
 from .reporting import (
-    WALL_TIME_FIELDS,
+    WholeRun,
     append_csv,
     failed_runs,
-    machine_text,
     mean_std,
     read_groups,
     wall_time_lines,
     write_rows,
 )
-from .sweep import BASE_MEMORY_MB, RayOptions, Run, add_ray_arguments, run_all, run_digest
+from .sweep import BASE_MEMORY_MB, RayOptions, Run, add_ray_arguments, run_all, run_digest, workers_text
 
 __all__ = [
     "PAPER",
@@ -1680,20 +1678,11 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--reproduce runs each size's defaults; it takes no {', '.join(changed)}")
         settings = [default_setting(digits, additions) for digits, additions in REPRODUCTION]
         ray = RayOptions.from_args(args, parser)
-        started, start = datetime.now(timezone.utc), time.perf_counter()
+        whole = WholeRun(
+            "mnist-add", argv, args.seed, args.first_split, args.splits, len(settings) * args.splits, workers_text(ray)
+        )
         rows = run_settings(settings, args.splits, args.seed, args.out, not args.no_baseline, args.first_split, ray)
-        whole = {
-            "started": started.strftime("%Y-%m-%d %H:%M"),
-            "command": "mnist-add --reproduce" + ("" if args.no_baseline else " (with the CNN baselines)"),
-            "seed": args.seed,
-            "splits": f"{args.first_split}" + (f"-{args.first_split + args.splits - 1}" if args.splits > 1 else ""),
-            "runs": len(settings) * args.splits,
-            "ran": len({(row["setting"], row["split"]) for row in rows}),  # the others were stored (Ray resumes)
-            "workers": ray.describe() if ray is not None else "one process, one run at a time",
-            "machine": machine_text(),
-            "wall_s": time.perf_counter() - start,
-        }
-        append_csv(args.out / "wall-times.csv", whole, WALL_TIME_FIELDS)
+        whole.record(args.out, ran=len({(row["setting"], row["split"]) for row in rows}))  # others were stored
         print(write_table(args.out))
         return 0
     # Flags left out take default_setting's values for this size (the schedules make reproduce-mnist-add runs).
@@ -1745,6 +1734,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.loss != "energy" and args.reasoner != "dualbcd":
         parser.error(f"--loss {args.loss} needs --reasoner dualbcd (the jar's bilevel learners run on dual BCD only)")
     ray = RayOptions.from_args(args, parser)
-    run_setting(setting, args.splits, args.seed, args.out, not args.no_baseline, first_split=args.first_split, ray=ray)
+    whole = WholeRun("mnist-add", argv, args.seed, args.first_split, args.splits, args.splits, workers_text(ray))
+    rows = run_setting(setting, args.splits, args.seed, args.out, not args.no_baseline, args.first_split, ray=ray)
+    whole.record(args.out, ran=len({row["split"] for row in rows}))
     print(write_table(args.out))
     return 0

@@ -12,12 +12,18 @@ import json
 import math
 import os
 import platform
+import shlex
 import statistics
+import sys
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "WholeRun",
     "append_csv",
     "failed_runs",
     "machine_text",
@@ -205,12 +211,80 @@ def machine_text() -> str:
 WALL_TIME_FIELDS = ("started", "command", "seed", "splits", "runs", "ran", "workers", "machine", "wall_s")
 
 
+@dataclass
+class WholeRun:
+    """One whole invocation of a runner, timed from its creation until :meth:`record` writes its row.
+
+    ``record`` appends the row to ``<out>/wall-times.csv`` (:data:`WALL_TIME_FIELDS`), which the runners' results
+    tables show under "Whole runs" (:func:`wall_time_lines`). An invocation that raises records nothing.
+
+    Attributes:
+        experiment: The runner (``mnist-add``, ``citation``, ``visual-sudoku``).
+        argv: Its command-line arguments (None: ``sys.argv[1:]``); the command column shows them without
+            ``--out`` (the results folder itself).
+        seed: Base seed of the splits.
+        first_split: First split run.
+        splits: Splits per setting.
+        runs: Runs the invocation covers (settings or data sets × splits).
+        workers: Where the runs went, in words (:func:`pslbridge.experiments.sweep.workers_text`).
+
+    Example:
+        >>> import tempfile; out = Path(tempfile.mkdtemp())
+        >>> whole = WholeRun("citation", ["--datasets", "cora", "--out", str(out)], 7, 0, 5, 5, "one process")
+        >>> whole.command
+        'citation --datasets cora'
+        >>> row = whole.record(out, ran=5)
+        >>> row["splits"], row["ran"], row["wall_s"] >= 0, (out / "wall-times.csv").is_file()
+        ('0-4', 5, True, True)
+    """
+
+    experiment: str
+    argv: Sequence[str] | None
+    seed: int
+    first_split: int
+    splits: int
+    runs: int
+    workers: str
+    started: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    start: float = field(default_factory=time.perf_counter)
+
+    @property
+    def command(self) -> str:
+        """The command line as run, without the results folder (``--out DIR`` / ``--out=DIR``)."""
+        kept, skip = [], False
+        for arg in sys.argv[1:] if self.argv is None else self.argv:
+            if skip or arg.startswith("--out="):
+                skip = False
+                continue
+            skip = arg == "--out"
+            if not skip:
+                kept.append(arg)
+        return shlex.join([self.experiment, *kept])
+
+    def record(self, out: Path, ran: int) -> dict[str, Any]:
+        """Append this invocation's row to ``<out>/wall-times.csv``; ``ran``: runs it ran itself (not stored)."""
+        last = self.first_split + self.splits - 1
+        row = {
+            "started": self.started.strftime("%Y-%m-%d %H:%M"),
+            "command": self.command,
+            "seed": self.seed,
+            "splits": f"{self.first_split}" + (f"-{last}" if last > self.first_split else ""),
+            "runs": self.runs,
+            "ran": ran,
+            "workers": self.workers,
+            "machine": machine_text(),
+            "wall_s": time.perf_counter() - self.start,
+        }
+        append_csv(out / "wall-times.csv", row, WALL_TIME_FIELDS)
+        return row
+
+
 def wall_time_lines(path: Path) -> list[str]:
     """Markdown lines for the whole-invocation wall times in ``path`` (``wall-times.csv``), if there is one.
 
-    Each row is one invocation, e.g. all of ``make reproduce-mnist-add``: its wall time from start to end, with
-    the runs it ran itself (``ran``) out of those it covers (``runs``; the others were found stored, so a
-    resumed invocation's time is not the whole reproduction's).
+    Each row is one invocation (:class:`WholeRun`), e.g. all of ``make reproduce-mnist-add``: its wall time from
+    start to end, with the runs it ran itself (``ran``) out of those it covers (``runs``; the others were found
+    stored, so a resumed invocation's time is not the whole reproduction's).
 
     Example:
         >>> import tempfile; p = Path(tempfile.mkdtemp()) / "wall-times.csv"

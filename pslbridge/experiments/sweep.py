@@ -57,11 +57,13 @@ __all__ = [
     "check_driver",
     "concurrent_runs",
     "example_run",
+    "local_workers",
     "require_ray",
     "run_all",
     "run_digest",
     "run_environment",
     "start_ray",
+    "workers_text",
 ]
 
 #: CPUs each run (a Ray task or Tune trial) declares; its thread pools are sized to match (:func:`run_environment`).
@@ -153,7 +155,27 @@ class RayOptions:
         """
         if self.address:
             return f"Ray cluster at {self.address}"
-        return f"local Ray, {self.workers or os.cpu_count() or 1} workers"
+        return f"local Ray, {local_workers(self.workers)} workers"
+
+
+def local_workers(workers: int | None) -> int:
+    """Concurrent runs of a local Ray instance: ``workers``, or one per CPU when None.
+
+    Example:
+        >>> local_workers(2), local_workers(None) == (os.cpu_count() or 1)
+        (2, True)
+    """
+    return workers or os.cpu_count() or 1
+
+
+def workers_text(ray: RayOptions | None) -> str:
+    """Where a runner's runs go, in words, for its results tables; None: the sequential path.
+
+    Example:
+        >>> workers_text(None), workers_text(RayOptions(workers=2))
+        ('one process, one run at a time', 'local Ray, 2 workers')
+    """
+    return ray.describe() if ray is not None else "one process, one run at a time"
 
 
 def add_ray_arguments(parser: argparse.ArgumentParser) -> None:
@@ -385,7 +407,7 @@ def start_ray(address: str | None = None, workers: int | None = None) -> bool:
         ray.init(address=address, log_to_driver=False, runtime_env=runtime_env)
         return True
     ray.init(
-        num_cpus=workers or os.cpu_count() or 1,
+        num_cpus=local_workers(workers),
         runtime_env=runtime_env,
         include_dashboard=False,
         log_to_driver=False,

@@ -2,7 +2,8 @@
 
 ``python -m pslbridge.experiments visual-sudoku --puzzles 16 --splits 5`` writes ``results.csv`` and
 ``results.md`` (puzzle accuracy, digit distinguishing accuracy, learning and inference time) under
-``--out`` (default ``out/visual-sudoku``). Per split: training puzzles from MNIST's training images
+``--out`` (default ``out/visual-sudoku``), and appends the invocation's whole wall time to ``wall-times.csv``
+(``results.md``'s "Whole runs"). Per split: training puzzles from MNIST's training images
 (digits 0-3), validation and test puzzles from its test images. NeuPSL trains the LeNet network (4
 outputs) on the valid training puzzles; the violation threshold that separates valid from invalid
 puzzles is chosen on the validation puzzles. Baselines: a CNN on the 16 images of a puzzle (``visual``)
@@ -32,8 +33,8 @@ from ..datasets.mnist import load_mnist
 from ..training import set_seed
 from .arguments import DefaultsHelpFormatter, non_negative_int, positive_int
 from .mnist_add import lenet, lenet_layers, prepare_images
-from .reporting import failed_runs, mean_std, non_defaults, read_groups, write_rows
-from .sweep import RayOptions, Run, add_ray_arguments, run_all, run_digest
+from .reporting import WholeRun, failed_runs, mean_std, non_defaults, read_groups, wall_time_lines, write_rows
+from .sweep import RayOptions, Run, add_ray_arguments, run_all, run_digest, workers_text
 from .visual_sudoku import (
     Puzzles,
     distinguish_accuracy,
@@ -257,6 +258,7 @@ def write_table(out: Path) -> str:
             f"{np.nanmean(values['infer_s']):.3f} |"
         )
     lines += failed_runs(out / "results.csv", ["setting", "split"])
+    lines += wall_time_lines(out / "wall-times.csv")
     text = "\n".join(lines) + "\n"
     (out / "results.md").write_text(text)
     return text
@@ -281,10 +283,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     ray = RayOptions.from_args(args, parser)
     setting = SudokuSetting(puzzles=args.puzzles, unique=args.unique, resampled=args.resampled, epochs=args.epochs)
+    whole = WholeRun("visual-sudoku", argv, args.seed, 0, args.splits, args.splits, workers_text(ray))
     if ray is not None:
-        _run_on_ray(setting, args.splits, args.seed, args.out, not args.no_baselines, ray)
+        rows = _run_on_ray(setting, args.splits, args.seed, args.out, not args.no_baselines, ray)
     else:
-        for split in range(args.splits):
-            run_split(setting, split, args.seed, args.out, baselines=not args.no_baselines)
+        rows = [
+            row
+            for split in range(args.splits)
+            for row in run_split(setting, split, args.seed, args.out, baselines=not args.no_baselines)
+        ]
+    whole.record(args.out, ran=len({row["split"] for row in rows}))  # Ray: the others were stored
     print(write_table(args.out))
     return 0
