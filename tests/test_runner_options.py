@@ -668,3 +668,59 @@ def test_visual_sudoku_records_each_invocations_wall_time_and_the_runs_it_ran(mo
     assert (second["command"], second["splits"], second["ran"]) == ("visual-sudoku --puzzles 4 --splits 1", "0", "1")
     table = (tmp_path / "results.md").read_text()
     assert "## Whole runs" in table and "| visual-sudoku --puzzles 4 --splits 1 | 0 | 0 | 1 of 1 |" in table, table
+
+
+def test_patience_trains_the_last_start_past_epochs_only_while_it_improves(mnist, jvm_started):
+    """Scripted validation scores (the training is real): a start that still improves at ``epochs`` goes on until
+    it has not risen for ``patience`` epochs; one that stopped improving earlier ends at ``epochs`` exactly as
+    without patience; one that always improves ends at the cap. A restarted start's epochs do not count: patience
+    is judged on the last start's own scores."""
+    from pslbridge.experiments.mnist_add_runner import NeuPSLRun, split_data
+
+    def trained(setting: Setting, scores: list[float]) -> list[int]:
+        data = split_data(setting, 0, 3, mnist[1], mnist[3])
+        run = NeuPSLRun(setting, 0, 3, data, mnist)
+        script = iter(scores)
+        run.evaluate = lambda: dict.fromkeys(("val_sum_acc", "val_digit_acc", "val_digit_sum_acc"), next(script))
+        epochs: list[int] = []
+        run.on_epoch = lambda epoch, logs: epochs.append(epoch)
+        try:
+            history = run.fit()
+        finally:
+            run.close()
+        assert len(history["val_sum_acc"]) == len(history["step_time"]) == len(epochs)
+        assert run.trained_epochs == epochs[-1] + 1
+        return epochs
+
+    patient = Setting(**TINY, epochs=3, patience=2, max_epochs=8)
+    assert trained(patient, [0.1, 0.2, 0.3, 0.4, 0.4, 0.4, 0.4, 0.4]) == [0, 1, 2, 3, 4, 5]  # best 3, stop 3 + 2
+    assert trained(patient, [0.5, 0.5, 0.5, 0.9]) == [0, 1, 2]  # no better since epoch 0: stops at epochs
+    assert trained(patient, [0.1 * k for k in range(8)]) == list(range(8))  # always better: the cap
+    restarted = replace(patient, restart_below=50, restart_epochs=1, max_restarts=1)
+    # The first start (0.4 < 50 %) is restarted; the second's best is its epoch 2, though under the first's 0.4.
+    assert trained(restarted, [0.4, 0.1, 0.2, 0.3, 0.3, 0.3, 0.3]) == [0, 0, 1, 2, 3, 4]
+
+
+def test_patience_flags_reach_the_setting_its_name_and_schedule_and_bad_values_are_usage_errors(
+    monkeypatch, tmp_path, capsys
+):
+    out = ["--out", str(tmp_path)]
+    setting = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "150", "--patience", "10", *out])
+    assert (setting.patience, setting.max_epochs, setting.epoch_cap) == (10, 0, 80)
+    assert "-pat10to80-" in setting.name and setting.name.endswith("-temp1_0.25_0.1")
+    setting = _cli_setting(monkeypatch, ["--epochs", "5", "--patience", "3", "--max-epochs", "9", *out])
+    assert setting.epoch_cap == 9 and setting.name.endswith("-pat3to9")
+    row = {k: str(v) for k, v in vars(setting).items()}
+    assert "more epochs while improving (patience 3, up to 9)" in mnist_add_runner._schedule(row, "NeuPSL")
+    assert "while improving" not in mnist_add_runner._schedule({**row, "patience": "0"}, "NeuPSL")
+    assert _cli_setting(monkeypatch, ["--additions", "300", *out]).epoch_cap == Setting(epochs=125).epochs
+    with pytest.warns(UserWarning, match="--max-epochs has no effect without --patience"):
+        _cli_setting(monkeypatch, ["--max-epochs", "300", *out])
+    with pytest.raises(SystemExit) as exc:
+        mnist_add_runner.main(["--epochs", "5", "--patience", "3", "--max-epochs", "4", *out])
+    assert exc.value.code == 2 and "max_epochs (4) must be at least epochs (5)" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        mnist_add_runner.main(["--reproduce", "--patience", "3", *out])
+    assert exc.value.code == 2 and "--patience" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="patience and max_epochs must be >= 0"):
+        Setting(patience=-1)

@@ -204,6 +204,12 @@ class Setting:
             and :func:`default_decode_temperatures`). With more than one, the selected network's validation
             additions are decoded with each (cold solves at the test cap) and the test uses the one of highest
             validation sum accuracy; the one listed first wins ties. ``(1.0,)``: the network's output as it is.
+        patience: Let the last start train past ``epochs`` while it still improves (0: exactly ``epochs``).
+            After ``epochs``, training goes on until the start's validation score (what selection uses) has not
+            risen for ``patience`` epochs, or until :attr:`epoch_cap`. A start that has not improved for
+            ``patience`` epochs when ``epochs`` end stops there, as without it. Selection is unchanged; a
+            learning-rate schedule other than constant runs over ``epochs`` and keeps its last rate after.
+        max_epochs: The most epochs an extended start trains (0: twice ``epochs``); only with ``patience``.
     """
 
     digits: int = 1
@@ -236,6 +242,8 @@ class Setting:
     max_restarts: int = 2
     labels: str = "fixed"
     decode_temperatures: tuple[float, ...] = (1.0,)
+    patience: int = 0
+    max_epochs: int = 0
 
     def __post_init__(self) -> None:
         # A sweep hands settings over as JSON (a list); the name and the results rows want one spelling.
@@ -244,6 +252,10 @@ class Setting:
             raise ValueError(f"decode_temperatures must be positive numbers, not {self.decode_temperatures!r}")
         if not self.class_prior:
             self.class_prior_momentum = 0.0
+        if self.patience < 0 or self.max_epochs < 0:
+            raise ValueError(f"patience and max_epochs must be >= 0, not {self.patience} and {self.max_epochs}")
+        if self.patience and self.max_epochs and self.max_epochs < self.epochs:
+            raise ValueError(f"max_epochs ({self.max_epochs}) must be at least epochs ({self.epochs}) with patience")
         if self.labels not in ("fixed", "observed"):
             raise ValueError(f"labels must be 'fixed' or 'observed', not {self.labels!r}")
         if self.labels == "observed" and self.loss != "energy":
@@ -270,10 +282,23 @@ class Setting:
         restart = f"-restart{self.restart_below:g}at{self.restart_epochs}x{self.max_restarts}" if self.restarts else ""
         temperatures = self.decode_temperatures
         sharpening = "-temp" + "_".join(f"{t:g}" for t in temperatures) if temperatures != (1.0,) else ""
+        patience = f"-pat{self.patience}to{self.epoch_cap}" if self.patience else ""
         return (
             f"add{self.digits}-{self.additions}{extra}{model}{batches}{learning}{decoding}{schedule}{average}{decay}"
-            f"{prior}{shift}{restart}{sharpening}"
+            f"{prior}{shift}{restart}{patience}{sharpening}"
         )
+
+    @property
+    def epoch_cap(self) -> int:
+        """The most epochs the last start trains: ``epochs``, or with ``patience`` ``max_epochs`` (0: twice ``epochs``).
+
+        Example:
+            >>> Setting(epochs=40).epoch_cap, Setting(epochs=40, patience=10).epoch_cap
+            (40, 80)
+            >>> Setting(epochs=40, patience=10, max_epochs=60).name
+            'add1-300-pat10to60'
+        """
+        return (self.max_epochs or 2 * self.epochs) if self.patience else self.epochs
 
     @property
     def restarts(self) -> bool:
@@ -942,6 +967,8 @@ class NeuPSLRun:
         self.x_train = x_train
         self.best: dict[str, Any] = {"score": -1.0, "weights": None, "epoch": -1}
         self.attempt_score = -1.0  # best validation score of the current attempt (restarts)
+        self.attempt_best = -1  # the attempt's epoch that first reached that score (Setting.patience)
+        self.trained_epochs = 0  # epochs the last start trained
         self.curve: list[tuple[float, float]] = []  # (seconds of learning so far, test sum accuracy)
         #: Called after every epoch with the epoch and its validation logs (``val_score``: what selection uses).
         self.on_epoch: Callable[[int, dict[str, float]], None] | None = None
@@ -969,7 +996,8 @@ class NeuPSLRun:
         log.info(
             "%s split %d epoch %d: %s", self.setting.name, self.split, epoch, {k: round(v, 4) for k, v in logs.items()}
         )
-        self.attempt_score = max(self.attempt_score, score)
+        if score > self.attempt_score:
+            self.attempt_score, self.attempt_best = score, epoch
         if score >= self.best["score"]:
             self.best.update(score=score, weights=self.model.get_weights(), epoch=epoch)
             self.best.update(sum_acc=logs["val_sum_acc"], digit_sum_acc=logs["val_digit_sum_acc"])
@@ -987,7 +1015,11 @@ class NeuPSLRun:
         return 100 * accuracy
 
     def fit(self) -> dict[str, list[float]]:
-        """Train for ``setting.epochs``, validating and selecting after every epoch; return the history."""
+        """Train for ``setting.epochs`` (more with ``patience``), validating and selecting after every epoch.
+
+        Returns:
+            The history: every trained epoch's logs, every attempt in order, and per-epoch step and PSL times.
+        """
         import keras
 
         from ..keras import NeuPSLModel, ProgramData
@@ -1022,6 +1054,10 @@ class NeuPSLRun:
                 logs.update(self.evaluate())
                 epoch_steps.append(len(step_times))
                 self.select(epoch, logs)
+            self.trained_epochs = epoch + 1  # of the current start
+            stalled = epoch - self.attempt_best >= setting.patience
+            if setting.patience and epoch + 1 >= setting.epochs and stalled:
+                callback.model.stop_training = True  # past ``epochs`` and no better for ``patience`` epochs
 
         callback = keras.callbacks.LambdaCallback(
             on_train_batch_begin=batch_begin, on_train_batch_end=batch_end, on_epoch_end=epoch_end
@@ -1036,12 +1072,12 @@ class NeuPSLRun:
         while True:
             model = NeuPSLModel({"Neural": self.model}, loss=setting.loss)
             model.compile(optimizer=network_optimizer(setting, len(self.train_bridges)))
-            self.attempt_score = -1.0
+            self.attempt_score, self.attempt_best = -1.0, -1
             judged = setting.restarts and self.restarts < setting.max_restarts
-            train(model, 0, setting.restart_epochs if judged else setting.epochs)
+            train(model, 0, setting.restart_epochs if judged else setting.epoch_cap)
             slow = judged and 100 * self.attempt_score < setting.restart_below
             if judged and not slow:
-                train(model, setting.restart_epochs, setting.epochs)
+                train(model, setting.restart_epochs, setting.epoch_cap)
             psl_times += model.psl_times
             if not slow:
                 break
@@ -1140,6 +1176,7 @@ class NeuPSLRun:
             "place_sum_acc": 100 * float((places == self.test.sums).mean()),
             "digit_acc": 100 * float((probs.argmax(1) == self.y_test[self.test.image_ids]).mean()),
             "best_epoch": self.best["epoch"],
+            "trained_epochs": self.trained_epochs,
             "restarts": self.restarts,
             "val_score": 100 * float(self.best["score"]),
             "build_s": self.build,
@@ -1397,6 +1434,7 @@ _FIELDS = [
     "place_sum_acc",
     "digit_acc",
     "best_epoch",
+    "trained_epochs",
     "restarts",
     "val_score",
     "build_s",
@@ -1498,6 +1536,8 @@ _SCHEDULE_FIELDS = (
     "restart_below",
     "restart_epochs",
     "max_restarts",
+    "patience",
+    "max_epochs",
 )
 
 
@@ -1517,6 +1557,9 @@ def _schedule(row: dict[str, str], method: str) -> str:
             f"restart below {float(row['restart_below']):g} % after {row['restart_epochs']} epochs "
             f"(at most {row['max_restarts']})"
         )
+    if int(row.get("patience") or 0):
+        cap = int(row.get("max_epochs") or 0) or 2 * int(row["epochs"])
+        extras.append(f"more epochs while improving (patience {row['patience']}, up to {cap})")
     if row.get("labels") == "observed":
         extras.append("labels observed")
     temperatures = [float(t) for t in (row.get("decode_temperatures") or "1").strip("()").split(",") if t.strip()]
@@ -1627,6 +1670,15 @@ def main(argv: list[str] | None = None) -> int:
         help="comma-separated temperatures of the network's output for the test inference, chosen on validation "
         "sum accuracy (the first wins ties; default: 1,0.25,0.1 for Add2, 1 for Add1)",
     )
+    parser.add_argument(
+        "--patience",
+        type=non_negative_int,
+        help="train the last start past --epochs until its validation score has not risen for this many epochs "
+        "(0: exactly --epochs; default: 0)",
+    )
+    parser.add_argument(
+        "--max-epochs", type=non_negative_int, help="the most epochs with --patience (default: twice --epochs)"
+    )
     parser.add_argument("--baseline-epochs", type=positive_int, default=50, help="epochs of the CNN baseline")
     parser.add_argument("--no-baseline", action="store_true", help="skip the CNN baseline")
     parser.add_argument("--seed", type=int, default=0, help="base seed (split k uses seed + 1000 k)")
@@ -1706,23 +1758,30 @@ def main(argv: list[str] | None = None) -> int:
         "restart_epochs": args.restart_epochs,
         "max_restarts": args.max_restarts,
         "decode_temperatures": args.decode_temperatures,
+        "patience": args.patience,
+        "max_epochs": args.max_epochs,
         # Observed labels are the Add2 default for the energy loss only; the bilevel losses need them as labels.
         "labels": args.labels or ("fixed" if args.loss != "energy" else None),
     }
+    if args.max_epochs and not args.patience:
+        warnings.warn("--max-epochs has no effect without --patience", stacklevel=2)
     if args.loss != "energy" and args.labels == "observed":
         parser.error(f"--loss {args.loss} needs the sums as labels: use --labels fixed (observed: energy only)")
-    setting = replace(
-        default_setting(args.digits, args.additions),
-        **{name: value for name, value in given.items() if value is not None},
-        overlap=args.overlap,
-        val_additions=args.val_additions,
-        lr_schedule=args.lr_schedule,
-        weight_average=args.weight_average,
-        baseline_epochs=args.baseline_epochs,
-        reasoner=args.reasoner,
-        loss=args.loss,
-        curve=args.curve,
-    )
+    try:
+        setting = replace(
+            default_setting(args.digits, args.additions),
+            **{name: value for name, value in given.items() if value is not None},
+            overlap=args.overlap,
+            val_additions=args.val_additions,
+            lr_schedule=args.lr_schedule,
+            weight_average=args.weight_average,
+            baseline_epochs=args.baseline_epochs,
+            reasoner=args.reasoner,
+            loss=args.loss,
+            curve=args.curve,
+        )
+    except ValueError as exc:  # options that do not fit together, e.g. --max-epochs under --epochs
+        parser.error(str(exc))
     if args.class_prior_momentum and not setting.class_prior:
         warnings.warn("--class-prior-momentum has no effect without a class prior (--class-prior 0)", stacklevel=2)
     if (args.restart_epochs is not None or args.max_restarts) and not setting.restarts:
