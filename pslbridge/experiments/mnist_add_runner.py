@@ -1525,6 +1525,8 @@ def write_table(out: Path) -> str:
 #: Schedule columns that :func:`_schedule` names only when they are on (non-zero).
 _OPTIONAL_FIELDS = ("shift", "weight_average", "weight_decay", "class_prior", "class_prior_momentum")
 #: The results columns that :func:`_schedule` describes; rows differing in any are never averaged together.
+#: (``patience`` and the decoding temperatures are left out: the setting's name carries them, so rows written
+#: before those columns existed still group with their own setting.)
 _SCHEDULE_FIELDS = (
     "epochs",
     "steps_per_epoch",
@@ -1536,8 +1538,6 @@ _SCHEDULE_FIELDS = (
     "restart_below",
     "restart_epochs",
     "max_restarts",
-    "patience",
-    "max_epochs",
 )
 
 
