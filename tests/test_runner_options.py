@@ -724,3 +724,49 @@ def test_patience_flags_reach_the_setting_its_name_and_schedule_and_bad_values_a
     assert exc.value.code == 2 and "--patience" in capsys.readouterr().err
     with pytest.raises(ValueError, match="patience and max_epochs must be >= 0"):
         Setting(patience=-1)
+
+
+def test_select_on_better_judges_restarts_and_selection_on_the_better_of_decoded_and_composed(mnist, jvm_started):
+    """Scripted validation scores (the training is real): with ``select_on="better"`` a start whose decoded sums
+    are slow but whose digits compose the sums well is not restarted, and selection keeps the epoch where the
+    better of the two scores is highest; ``"decoded"`` (the default) judges the decoded sums alone."""
+    from pslbridge.experiments.mnist_add_runner import NeuPSLRun, split_data
+
+    # (decoded, composed) per epoch, in the order the epochs are evaluated.
+    script = [(0.4, 0.6), (0.5, 0.9), (0.6, 0.6), (0.7, 0.7)]
+
+    def selected(select_on: str) -> tuple[int, int, float]:
+        setting = Setting(**TINY, epochs=3, restart_below=50, restart_epochs=1, max_restarts=1, select_on=select_on)
+        run = NeuPSLRun(setting, 0, 3, split_data(setting, 0, 3, mnist[1], mnist[3]), mnist)
+        scores = iter(script)
+
+        def evaluate() -> dict[str, float]:
+            decoded, composed = next(scores)
+            return {"val_sum_acc": decoded, "val_digit_acc": composed, "val_digit_sum_acc": composed}
+
+        run.evaluate = evaluate
+        try:
+            run.fit()
+        finally:
+            run.close()
+        return run.restarts, run.best["epoch"], run.best["score"]
+
+    # Decoded: 40 % < 50 % after one epoch, so a restart; the second start's decoded sums peak at its epoch 2.
+    assert selected("decoded") == (1, 2, 0.7)
+    # Better: 60 % after one epoch, no restart; the composed 90 % of epoch 1 is the best epoch.
+    assert selected("better") == (0, 1, 0.9)
+
+
+def test_select_on_flag_reaches_the_setting_its_name_and_schedule(monkeypatch, tmp_path, capsys):
+    out = ["--out", str(tmp_path)]
+    setting = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "150", "--select-on", "better", *out])
+    assert setting.select_on == "better" and setting.name.endswith("-selbetter-temp1_0.25_0.1")
+    assert _cli_setting(monkeypatch, ["--additions", "300", *out]).select_on == "decoded"
+    row = {k: str(v) for k, v in vars(setting).items()}
+    assert "selected on the better of the decoded" in mnist_add_runner._schedule(row, "NeuPSL")
+    assert "selected on" not in mnist_add_runner._schedule({**row, "select_on": "decoded"}, "NeuPSL")
+    with pytest.raises(SystemExit) as exc:
+        mnist_add_runner.main(["--select-on", "digits", *out])
+    assert exc.value.code == 2 and "invalid choice: 'digits'" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="select_on must be 'decoded' or 'better', not 'digits'"):
+        Setting(select_on="digits")
