@@ -210,7 +210,7 @@ def test_add2_defaults_are_the_reproduction_schedules_and_flags_override_them(mo
     add2 = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "150", *out])
     assert add2 == mnist_add_runner.default_setting(2, 150)
     assert (add2.name, add2.epochs, add2.steps_per_epoch, add2.batches) == (
-        "add2-150-neupsl-b15-obs-wd0.1-prior100m0.98-restart15at10x2-temp1_0.25_0.1",
+        "add2-150-neupsl-b15-obs-wd0.1-prior100m0.98-restart15at10x2-pat10to80-selbetter-temp1_0.25_0.1",
         40,
         5,
         15,
@@ -220,6 +220,7 @@ def test_add2_defaults_are_the_reproduction_schedules_and_flags_override_them(mo
     assert (add2.admm_iterations, add2.eval_admm_iterations, add2.test_admm_iterations) == (100, 100, 1000)
     assert (add2.eval_reasoner, add2.shift, add2.test_additions, add2.learning_rate) == ("admm", 0.0, 250, 3e-3)
     assert add2.labels == "observed"
+    assert (add2.select_on, add2.patience, add2.epoch_cap) == ("better", 10, 80)
     one_program = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "150", "--eval-block", "0", *out])
     assert (add2.eval_block, one_program.eval_block, one_program.name) == (25, 0, add2.name)
     big = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "1500", *out])
@@ -245,7 +246,8 @@ def test_add2_defaults_are_the_reproduction_schedules_and_flags_override_them(mo
     flags = ["--batches", "5", "--epochs", "3", "--learning-rate", "0.001", "--weight-decay", "0", "--class-prior", "0"]
     changed = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "150", *flags, *out])
     assert (changed.batches, changed.epochs, changed.steps_per_epoch, changed.learning_rate) == (5, 3, 5, 1e-3)
-    assert (changed.weight_decay, changed.name) == (0.0, "add2-150-neupsl-b5-obs-temp1_0.25_0.1")
+    assert (changed.weight_decay, changed.name) == (0.0, "add2-150-neupsl-b5-obs-pat10to6-selbetter-temp1_0.25_0.1")
+    assert (big.select_on, big.patience, big.epoch_cap) == ("decoded", 0, 20)
     add1 = _cli_setting(monkeypatch, ["--additions", "300", *out])
     assert (add1.epochs, add1.steps_per_epoch, add1.batches, add1.shift, add1.learning_rate) == (125, 20, 1, 0.1, 1e-3)
     assert (add1.weight_decay, add1.class_prior, add1.restarts, add1.eval_block, add1.labels) == (
@@ -412,7 +414,8 @@ def test_weight_decay_shrinks_each_weight_by_rate_times_decay_and_reaches_the_se
     setting = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "150", "--weight-decay", "0.01"])
     assert (
         setting.weight_decay == 0.01
-        and setting.name == "add2-150-neupsl-b15-obs-wd0.01-prior100m0.98-restart15at10x2-temp1_0.25_0.1"
+        and setting.name
+        == "add2-150-neupsl-b15-obs-wd0.01-prior100m0.98-restart15at10x2-pat10to80-selbetter-temp1_0.25_0.1"
     )
     with pytest.raises(SystemExit) as stop:
         mnist_add_runner.main(["--weight-decay", "-1"])
@@ -436,7 +439,8 @@ def test_class_prior_is_the_kl_from_uniform_and_reaches_the_network_and_setting(
     setting = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "150", "--class-prior", "0.2"])
     assert (
         setting.class_prior == 0.2
-        and setting.name == "add2-150-neupsl-b15-obs-wd0.1-prior0.2m0.98-restart15at10x2-temp1_0.25_0.1"
+        and setting.name
+        == "add2-150-neupsl-b15-obs-wd0.1-prior0.2m0.98-restart15at10x2-pat10to80-selbetter-temp1_0.25_0.1"
     )
 
 
@@ -482,12 +486,13 @@ def test_class_prior_momentum_runs_over_batches_and_spares_a_balanced_network(mo
     )
     assert (
         setting.class_prior_momentum == 0.9
-        and setting.name == "add2-150-neupsl-b15-obs-wd0.1-prior3m0.9-restart15at10x2-temp1_0.25_0.1"
+        and setting.name
+        == "add2-150-neupsl-b15-obs-wd0.1-prior3m0.9-restart15at10x2-pat10to80-selbetter-temp1_0.25_0.1"
     )
     plain = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "150", "--class-prior", "0"])
     assert (plain.class_prior_momentum, plain.name) == (
         0.0,
-        "add2-150-neupsl-b15-obs-wd0.1-restart15at10x2-temp1_0.25_0.1",
+        "add2-150-neupsl-b15-obs-wd0.1-restart15at10x2-pat10to80-selbetter-temp1_0.25_0.1",
     )  # no prior
     with pytest.warns(UserWarning, match="--class-prior-momentum has no effect"):
         _cli_setting(
@@ -541,16 +546,20 @@ def test_restart_flags_reach_the_setting_and_a_restart_that_cannot_happen_warns(
         monkeypatch, [*add2, "--restart-below", "20", "--restart-epochs", "5", "--max-restarts", "1"]
     )
     assert (setting.restart_below, setting.restart_epochs, setting.max_restarts) == (20.0, 5, 1)
-    assert setting.name.endswith("-prior100m0.98-restart20at5x1-temp1_0.25_0.1")
+    assert setting.name.endswith("-prior100m0.98-restart20at5x1-pat10to80-selbetter-temp1_0.25_0.1")
     row = {"setting": setting.name, "split": 0, "seed": 31, "method": "NeuPSL", "sum_acc": 70.0, "wall_s": 60.0}
     mnist_add_runner.record_split(tmp_path, setting, 0, [{k: v for k, v in row.items() if k not in ("split", "seed")}])
     line = [line for line in write_table(tmp_path).splitlines() if line.startswith("| add2")][0]
     assert (
-        "prior 100, class_prior_momentum 0.98, restart below 20 % after 5 epochs (at most 1), labels observed, "
-        "decoding temperature chosen on validation from 1, 0.25, 0.1 |" in line
+        "prior 100, class_prior_momentum 0.98, restart below 20 % after 5 epochs (at most 1), more epochs while "
+        "improving (patience 10, up to 80), selected on the better of the decoded and the digit-composed "
+        "validation sums, labels observed, decoding temperature chosen on validation from 1, 0.25, 0.1 |" in line
     )
     off = _cli_setting(monkeypatch, [*add2, "--restart-below", "0"])
-    assert (off.restarts, off.name) == (False, "add2-150-neupsl-b15-obs-wd0.1-prior100m0.98-temp1_0.25_0.1")
+    assert (off.restarts, off.name) == (
+        False,
+        "add2-150-neupsl-b15-obs-wd0.1-prior100m0.98-pat10to80-selbetter-temp1_0.25_0.1",
+    )
     with pytest.warns(UserWarning, match="--restart-epochs / --max-restarts have no effect"):
         _cli_setting(monkeypatch, [*add2, "--restart-epochs", "40"])  # judged after the last epoch: never
     with pytest.warns(UserWarning, match="have no effect"):
@@ -716,6 +725,10 @@ def test_patience_flags_reach_the_setting_its_name_and_schedule_and_bad_values_a
     assert _cli_setting(monkeypatch, ["--additions", "300", *out]).epoch_cap == Setting(epochs=125).epochs
     with pytest.warns(UserWarning, match="--max-epochs has no effect without --patience"):
         _cli_setting(monkeypatch, ["--max-epochs", "300", *out])
+    add2 = ["--digits", "2", "--additions", "150", *out]
+    assert _cli_setting(monkeypatch, [*add2, "--max-epochs", "60"]).epoch_cap == 60  # Add2-150's default patience
+    unpatient = _cli_setting(monkeypatch, [*add2, "--patience", "0"])
+    assert (unpatient.patience, unpatient.epoch_cap) == (0, 40) and "-pat" not in unpatient.name
     with pytest.raises(SystemExit) as exc:
         mnist_add_runner.main(["--epochs", "5", "--patience", "3", "--max-epochs", "4", *out])
     assert exc.value.code == 2 and "max_epochs (4) must be at least epochs (5)" in capsys.readouterr().err
@@ -759,9 +772,11 @@ def test_select_on_better_judges_restarts_and_selection_on_the_better_of_decoded
 
 def test_select_on_flag_reaches_the_setting_its_name_and_schedule(monkeypatch, tmp_path, capsys):
     out = ["--out", str(tmp_path)]
-    setting = _cli_setting(monkeypatch, ["--digits", "2", "--additions", "150", "--select-on", "better", *out])
-    assert setting.select_on == "better" and setting.name.endswith("-selbetter-temp1_0.25_0.1")
+    setting = _cli_setting(monkeypatch, ["--select-on", "better", *out])
+    assert setting.select_on == "better" and setting.name == "add1-300-shift0.1-selbetter"
     assert _cli_setting(monkeypatch, ["--additions", "300", *out]).select_on == "decoded"
+    add2 = ["--digits", "2", "--additions", "150", *out]
+    assert _cli_setting(monkeypatch, [*add2, "--select-on", "decoded"]).name.endswith("-pat10to80-temp1_0.25_0.1")
     row = {k: str(v) for k, v in vars(setting).items()}
     assert "selected on the better of the decoded" in mnist_add_runner._schedule(row, "NeuPSL")
     assert "selected on" not in mnist_add_runner._schedule({**row, "select_on": "decoded"}, "NeuPSL")
