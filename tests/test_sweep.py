@@ -160,6 +160,22 @@ def test_runner_cli_asks_for_ray_or_runs_without_it(tmp_path):
     assert (REPO / "pyproject.toml").read_text().count("ray = [") == 1
 
 
+def test_search_budgets_the_epochs_a_trial_may_train_and_refuses_fractional_epochs(tmp_path, capsys):
+    """ASHA's budget (``max_t``) is the most epochs any trial may train: MNIST-Add2-150's default patience trains
+    up to twice ``epochs``, so a budget of ``epochs`` would cut those trials short; an epoch field searched over a
+    continuous range is a usage error, before Ray starts."""
+    from pslbridge.experiments.search import epoch_budget, main
+
+    add2 = mnist_add_runner.default_setting(2, 150)
+    assert (add2.epochs, epoch_budget(add2, {})) == (40, 80)
+    space = {"epochs": ("choice", [5, 50]), "patience": ("choice", [0, 4])}
+    assert epoch_budget(Setting(epochs=20), space) == 100  # 50 epochs with patience: up to twice
+    with pytest.raises(SystemExit) as exc:
+        main(["--space", "epochs=uniform:5:10", "--out", str(tmp_path)])
+    assert exc.value.code == 2 and "--space epochs: epochs are whole numbers" in capsys.readouterr().err
+    assert not (tmp_path / "search.json").exists()
+
+
 @pytest.mark.slow
 def test_search_chooses_on_validation_with_tune(tmp_path):
     """A Ray Tune search (ASHA scheduler, 2 local workers) over two learning rates on a tiny MNIST-Add1 split:

@@ -25,6 +25,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import logging
 from dataclasses import asdict, fields, replace
@@ -35,7 +36,7 @@ from .arguments import DefaultsHelpFormatter, positive_int
 from .mnist_add_runner import Setting, default_setting, memory_estimate_mb, validate_split
 from .sweep import RUN_CPUS, require_ray, start_ray
 
-__all__ = ["main", "parse_space", "search", "trial"]
+__all__ = ["epoch_budget", "main", "parse_space", "search", "trial"]
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,33 @@ def _value(text: str) -> Any:
         return json.loads(text)
     except ValueError:
         return text
+
+
+#: Fields that set how many epochs a trial may train (:attr:`Setting.epoch_cap`).
+_EPOCH_FIELDS = ("epochs", "patience", "max_epochs")
+
+
+def epoch_budget(base: Setting, space: dict[str, tuple[str, list[Any]]]) -> int:
+    """The most epochs any trial of the search may train: ASHA's ``max_t``, so that no trial is cut short.
+
+    With ``patience`` (the MNIST-Add2-150 default) a trial trains past ``epochs``, up to :attr:`Setting.epoch_cap`;
+    a space over ``epochs``, ``patience`` or ``max_epochs`` (``choice`` only) counts its every combination.
+
+    Raises:
+        ValueError: A ``uniform``/``loguniform`` space over one of those fields (they are whole epochs).
+
+    Example:
+        >>> epoch_budget(default_setting(2, 150), {}), epoch_budget(default_setting(1, 300), {})
+        (80, 125)
+        >>> epoch_budget(Setting(epochs=10), {"patience": ("choice", [0, 3]), "max_epochs": ("choice", [0, 15])})
+        20
+    """
+    names = [name for name in _EPOCH_FIELDS if name in space]
+    for name in names:
+        if space[name][0] != "choice":
+            raise ValueError(f"--space {name}: epochs are whole numbers; use choice:a,b")
+    combinations = itertools.product(*(space[name][1] for name in names))
+    return max(replace(base, **dict(zip(names, values))).epoch_cap for values in combinations)
 
 
 def trial(config: dict[str, Any]) -> None:
@@ -108,6 +136,7 @@ def search(
     from ray import tune
     from ray.tune.schedulers import ASHAScheduler
 
+    budget = epoch_budget(base, space)  # before Ray starts: a bad space is a ValueError here
     started = start_ray(address, workers)
     try:
         values = {  # tune.choice(values), tune.uniform(lo, hi), tune.loguniform(lo, hi)
@@ -115,7 +144,7 @@ def search(
             for name, (kind, vals) in space.items()
         }
         config = {"base": asdict(base), "values": values, "split": split, "seed": seed}
-        scheduler = ASHAScheduler(max_t=base.epochs, grace_period=min(grace_epochs, base.epochs), time_attr="epoch")
+        scheduler = ASHAScheduler(max_t=budget, grace_period=min(grace_epochs, budget), time_attr="epoch")
         tuner = tune.Tuner(
             tune.with_resources(trial, {"cpu": RUN_CPUS, "memory": memory_estimate_mb(base) * 2**20}),
             param_space=config,
@@ -190,7 +219,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=positive_int, default=8, help="trials")
     parser.add_argument("--digits", type=int, default=1, choices=(1, 2), help="digits per number (Add1 or Add2)")
     parser.add_argument("--additions", type=positive_int, default=300, help="training additions")
-    parser.add_argument("--epochs", type=positive_int, help="epochs, ASHA's budget per trial (default: the runner's)")
+    parser.add_argument(
+        "--epochs",
+        type=positive_int,
+        help="epochs (default: the runner's); ASHA's budget per trial is the most epochs a trial may train, "
+        "with the runner's patience (MNIST-Add2-150) up to twice this",
+    )
     parser.add_argument("--steps-per-epoch", type=positive_int, help="steps per epoch (default: the runner's)")
     parser.add_argument(
         "--grace-epochs", type=positive_int, help="epochs before ASHA may stop a trial (default: a fifth of the epochs)"
@@ -201,13 +235,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=positive_int, help="local Ray instance: concurrent trials")
     parser.add_argument("--out", type=Path, default=Path("out/search"), help="results folder")
     args = parser.parse_args(argv)
-    try:
-        space = parse_space(args.space)
-    except ValueError as exc:
-        parser.error(str(exc))
     base = default_setting(args.digits, args.additions)
     given = {"epochs": args.epochs, "steps_per_epoch": args.steps_per_epoch}
     base = replace(base, **{name: value for name, value in given.items() if value is not None})
+    try:
+        space = parse_space(args.space)
+        epoch_budget(base, space)
+    except ValueError as exc:
+        parser.error(str(exc))
     if "loss" in space and "labels" not in space and base.labels == "observed":
         base = replace(base, labels="fixed")  # the bilevel losses need the sums as labels: every trial alike
     report = search(
