@@ -277,6 +277,7 @@ def start(reason: str = "pslbridge.jvm.start()") -> None:
         except OSError as exc:
             raise JavaNotFoundError(f"could not start the JVM from {libjvm}: {exc}") from exc
         _restore_python_signal_handlers()
+        _exit_without_waiting_for_the_starting_thread()
         _started_by = reason
         log.info(
             "Java started (triggered by %s): %s, heap %s, %d PSL threads", reason, libjvm, opts.max_heap, opts.threads
@@ -302,6 +303,24 @@ def _restore_python_signal_handlers() -> None:
         handler = signal.getsignal(number)
         if handler is not None:  # None: installed outside Python; leave it
             signal.signal(number, handler)
+
+
+def _exit_without_waiting_for_the_starting_thread() -> None:
+    """Let the process exit while the thread that started the JVM is still alive (a JVM started off the main thread).
+
+    The thread that creates the JVM is a non-daemon Java thread, and at exit JPype destroys the JVM, which waits
+    for every non-daemon thread to end. A thread that started the JVM and is still alive at exit (Ray Tune runs
+    a trial in a thread, which can be left waiting when the trial is stopped) would keep the process waiting
+    forever. Such a process now exits without destroying the JVM: its Java shutdown hooks do not run (PSL's only
+    one closes its worker pool, which the exit ends anyway). A JVM started from the main thread is destroyed
+    as before.
+    """
+    if threading.current_thread() is threading.main_thread():
+        return
+    import jpype.config
+
+    jpype.config.destroy_jvm = False
+    log.debug("JVM started outside the main thread: the process will exit without destroying it")
 
 
 def _java_major(libjvm: Path) -> int:

@@ -127,6 +127,29 @@ def test_a_folder_named_java_on_sys_path_is_reported(tmp_path):
     assert "typed:" in proc.stdout and "shadows" in proc.stdout, proc.stderr
 
 
+def test_a_process_whose_jvm_was_started_by_a_thread_still_alive_exits():
+    """A JVM started off the main thread (as a Ray Tune trial's thread does) by a thread that is still alive at
+    exit, here blocked for good: the process still exits, promptly and with its status (JPype's destroying the
+    JVM would wait for that non-daemon thread forever; a stopped search trial's worker was found so)."""
+    proc = run_python(
+        """
+        import threading
+        from pslbridge import jvm
+        started = threading.Event()
+        def trial():
+            jvm.start("a trial thread")
+            started.set()
+            threading.Event().wait()  # a stopped trial's thread, waiting for good
+        threading.Thread(target=trial, daemon=True).start()
+        started.wait()
+        print("main done", jvm.is_started())
+        raise SystemExit(3)
+        """,
+        timeout=120,
+    )
+    assert proc.returncode == 3 and proc.stdout.split() == ["main", "done", "True"], proc.stderr[-2000:]
+
+
 def test_psl_log_goes_to_python_logging(jvm_started, caplog):
     from pslbridge.bridge import Bridge
     from pslbridge.model_files import ModelSpec
