@@ -311,9 +311,10 @@ def _exit_without_waiting_for_the_starting_thread() -> None:
     The thread that creates the JVM is a non-daemon Java thread, and at exit JPype destroys the JVM, which waits
     for every non-daemon thread to end. A thread that started the JVM and is still alive at exit (Ray Tune runs
     a trial in a thread, which can be left waiting when the trial is stopped) would keep the process waiting
-    forever. Such a process now exits without destroying the JVM: its Java shutdown hooks do not run (PSL's only
-    one closes its worker pool, which the exit ends anyway). A JVM started from the main thread is destroyed
-    as before.
+    forever. Such a process now exits without destroying the JVM, so its Java shutdown hooks do not run: PSL's
+    close its worker pool (the exit ends it anyway), log runtime statistics when those are switched on, and close
+    the deep-model server that PSL's own Python client uses, which pslbridge never starts. A JVM started from the
+    main thread is destroyed as before.
     """
     if threading.current_thread() is threading.main_thread():
         return
