@@ -785,3 +785,18 @@ def test_select_on_flag_reaches_the_setting_its_name_and_schedule(monkeypatch, t
     assert exc.value.code == 2 and "invalid choice: 'digits'" in capsys.readouterr().err
     with pytest.raises(ValueError, match="select_on must be 'decoded' or 'better', not 'digits'"):
         Setting(select_on="digits")
+
+
+def test_validate_split_reports_the_best_validation_epoch_of_its_own_logs(mnist, jvm_started):
+    """``validate_split`` (the search's trial) trains one split on validation only: its score and epoch are the
+    best of the per-epoch validation scores it reported (ties: the later epoch, as selection keeps), and it says
+    how many epochs the start trained."""
+    from pslbridge.experiments.mnist_add_runner import validate_split
+
+    scores: list[float] = []
+    setting = Setting(**TINY, epochs=3)
+    report = validate_split(setting, 0, 3, on_epoch=lambda epoch, logs: scores.append(logs["val_score"]))
+    assert len(scores) == 3 and report["trained_epochs"] == 3 and report["restarts"] == 0
+    best = max(scores)
+    assert report["val_score"] == pytest.approx(100 * best)
+    assert report["best_epoch"] == max(epoch for epoch, score in enumerate(scores) if score == best)

@@ -1255,7 +1255,8 @@ def validate_split(
 
     Returns:
         ``{"val_score": best validation score (%), "best_epoch": its epoch (within its attempt), "restarts": slow
-        starts restarted}``.
+        starts restarted, "trained_epochs": epochs the last start trained}`` (with ``patience`` more than
+        ``epochs``).
     """
     mnist = load_mnist()
     run = NeuPSLRun(setting, split, seed, split_data(setting, split, seed, mnist[1], mnist[3]), mnist)
@@ -1264,7 +1265,12 @@ def validate_split(
         run.fit()
     finally:
         run.close()
-    return {"val_score": 100 * float(run.best["score"]), "best_epoch": run.best["epoch"], "restarts": run.restarts}
+    return {
+        "val_score": 100 * float(run.best["score"]),
+        "best_epoch": run.best["epoch"],
+        "restarts": run.restarts,
+        "trained_epochs": run.trained_epochs,
+    }
 
 
 def _cnn_baseline(setting: Setting, split: int, seed: int, data: tuple, mnist: tuple) -> dict[str, Any]:
