@@ -983,6 +983,8 @@ class NeuPSLRun:
         >>> result = run.result(run.fit())  # the test also closes the run's programs
         >>> result["best_epoch"], 0 <= result["sum_acc"] <= 100
         (0, True)
+        >>> run.selection() == {k: result[k] for k in ("val_score", "best_epoch", "restarts", "trained_epochs")}
+        True
         >>> run.close()  # safe again
     """
 
@@ -1192,6 +1194,15 @@ class NeuPSLRun:
         )
         return chosen
 
+    def selection(self) -> dict[str, Any]:
+        """What training selected, on validation only: the best score (%), its epoch, restarts, epochs trained."""
+        return {
+            "val_score": 100 * float(self.best["score"]),
+            "best_epoch": self.best["epoch"],
+            "restarts": self.restarts,
+            "trained_epochs": self.trained_epochs,
+        }
+
     def _timed_test_solve(self, probs: np.ndarray) -> float:
         start = time.perf_counter()
         self.test_programs.predict(probs)
@@ -1219,10 +1230,7 @@ class NeuPSLRun:
             "sum_acc": 100 * float((predicted == self.test.sums).mean()),
             "place_sum_acc": 100 * float((places == self.test.sums).mean()),
             "digit_acc": 100 * float((probs.argmax(1) == self.y_test[self.test.image_ids]).mean()),
-            "best_epoch": self.best["epoch"],
-            "trained_epochs": self.trained_epochs,
-            "restarts": self.restarts,
-            "val_score": 100 * float(self.best["score"]),
+            **self.selection(),
             "build_s": self.build,
             "learn_s": self.learn_time,
             "step_s": float(np.mean(history["step_time"])),
@@ -1265,12 +1273,7 @@ def validate_split(
         run.fit()
     finally:
         run.close()
-    return {
-        "val_score": 100 * float(run.best["score"]),
-        "best_epoch": run.best["epoch"],
-        "restarts": run.restarts,
-        "trained_epochs": run.trained_epochs,
-    }
+    return run.selection()
 
 
 def _cnn_baseline(setting: Setting, split: int, seed: int, data: tuple, mnist: tuple) -> dict[str, Any]:
