@@ -23,6 +23,7 @@ import contextlib
 import json
 import logging
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -97,6 +98,7 @@ _CLASSES = {
     "LifeCycleState": "org.apache.logging.log4j.core.LifeCycle$State",
     "TimeUnit": "java.util.concurrent.TimeUnit",
     "Executors": "java.util.concurrent.Executors",
+    "JPypeReferenceQueue": "org.jpype.ref.JPypeReferenceQueue",
 }
 
 #: Reasoner names accepted by :class:`pslbridge.Bridge` and the inference application each one uses.
@@ -328,6 +330,8 @@ def _is_out_of_memory(exc: BaseException) -> bool:
 
 #: Errors that a thread meets when another thread has just exhausted the heap and the cause was lost.
 _LOST_OOM_CLASSES = ("java.lang.BootstrapMethodError", "java.lang.NoClassDefFoundError")
+#: How deep each thread is in :func:`guard` blocks (the outermost one starts a fresh watch of the heap).
+_GUARD_DEPTH = threading.local()
 #: Heap exhaustions reported in this process (as :class:`EngineMemoryError`), see :func:`translate`.
 _MEMORY_ERRORS = [0]
 #: Added to a linkage error's message after an exhaustion was reported: the JVM may be repeating an old failure.
@@ -460,29 +464,38 @@ def guard(context: str, *, rule: str | None = None, path: str | None = None, lin
         ...     J.Integer.parseInt("12")
         12
     """
+    # A failure is blamed on the heap only if it ran out during this call: exhaustions before it were reported
+    # or outlived (the tail of an earlier, reported one must not make a later, unrelated error a memory error).
+    outermost = not getattr(_GUARD_DEPTH, "n", 0)
+    if outermost:
+        forget_exhaustion()
+    _GUARD_DEPTH.n = getattr(_GUARD_DEPTH, "n", 0) + 1
     # Worker threads that die (e.g. of OutOfMemoryError) print their trace to System.err: keep it off the
     # user's terminal (discarded without allocating: the heap may be exhausted; the error carries the cause).
-    with capture_stderr(keep=False):
-        try:
-            yield
-        except PslBridgeError:
-            raise
-        except Exception as exc:
-            if is_java_exception(exc):
-                translated = translate(exc, context, rule=rule, path=path, line=line)
-                if isinstance(translated, KeyboardInterrupt):
-                    absorb_pending_interrupt()
-                raise translated from exc
-            if isinstance(exc, RuntimeError) and "Fatal error" in str(exc):
-                # JPype could not even build the Java exception: in practice the heap ran out.
-                forget_exhaustion()  # this exhaustion is now reported
-                _MEMORY_ERRORS[0] += 1
-                raise EngineMemoryError(
-                    f"the JVM failed during {context} ({exc}); this happens when the Java heap is exhausted: "
-                    "raise it with pslbridge.jvm.configure(max_heap='8g') or PSLBRIDGE_HEAP=8g",
-                    java_class="java.lang.OutOfMemoryError",
-                ) from exc
-            raise
+    try:
+        with capture_stderr(keep=False):
+            try:
+                yield
+            except PslBridgeError:
+                raise
+            except Exception as exc:
+                if is_java_exception(exc):
+                    translated = translate(exc, context, rule=rule, path=path, line=line)
+                    if isinstance(translated, KeyboardInterrupt):
+                        absorb_pending_interrupt()
+                    raise translated from exc
+                if isinstance(exc, RuntimeError) and "Fatal error" in str(exc):
+                    # JPype could not even build the Java exception: in practice the heap ran out.
+                    forget_exhaustion()  # this exhaustion is now reported
+                    _MEMORY_ERRORS[0] += 1
+                    raise EngineMemoryError(
+                        f"the JVM failed during {context} ({exc}); this happens when the Java heap is exhausted: "
+                        "raise it with pslbridge.jvm.configure(max_heap='8g') or PSLBRIDGE_HEAP=8g",
+                        java_class="java.lang.OutOfMemoryError",
+                    ) from exc
+                raise
+    finally:
+        _GUARD_DEPTH.n -= 1
 
 
 def compile_rule(text: str, path: str | None = None, line: int | None = None) -> Any:
@@ -677,6 +690,21 @@ def _prepare_recovery() -> None:
     executor.awaitTermination(1, J.TimeUnit.SECONDS)
     executor.getActiveCount()
     _registry_map()
+
+
+def stop_reference_queue() -> None:
+    """Stop JPype's reference queue: the Java thread that releases Python objects once Java no longer holds them.
+
+    JPype stops it itself when it destroys the JVM at exit. A process that exits without destroying the JVM (one
+    whose JVM was started off the main thread, see :mod:`pslbridge.jvm`) stops it with this, from an ``atexit``
+    handler: a release that reaches Python while the interpreter finalizes aborts the process ("FATAL: exception
+    not rethrown"). The Python objects Java still holds are released on the calling thread.
+
+    Example:
+        >>> J.JPypeReferenceQueue.getInstance().isRunning()  # the thread this stops (not here: the process goes on)
+        True
+    """
+    J.JPypeReferenceQueue.getInstance().stop()
 
 
 def max_heap_bytes() -> int:

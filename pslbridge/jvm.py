@@ -313,14 +313,20 @@ def _exit_without_waiting_for_the_starting_thread() -> None:
     a trial in a thread, which can be left waiting when the trial is stopped) would keep the process waiting
     forever. Such a process now exits without destroying the JVM, so its Java shutdown hooks do not run: PSL's
     close its worker pool (the exit ends it anyway), log runtime statistics when those are switched on, and close
-    the deep-model server that PSL's own Python client uses, which pslbridge never starts. A JVM started from the
-    main thread is destroyed as before.
+    the deep-model server that PSL's own Python client uses, which pslbridge never starts; JPype's would stop its
+    reference queue, a Java thread that calls into Python to release objects, which aborts the process if it does so
+    while the interpreter finalizes, so that queue is stopped at exit before the interpreter finalizes. A JVM
+    started from the main thread is destroyed as before.
     """
     if threading.current_thread() is threading.main_thread():
         return
     import jpype.config
 
+    from . import _java
+
     jpype.config.destroy_jvm = False
+    # Registered after JPype's own exit handler, so it runs before it (and before the interpreter finalizes).
+    atexit.register(_java.stop_reference_queue)
     log.debug("JVM started outside the main thread: the process will exit without destroying it")
 
 

@@ -130,10 +130,14 @@ def test_a_folder_named_java_on_sys_path_is_reported(tmp_path):
 def test_a_process_whose_jvm_was_started_by_a_thread_still_alive_exits():
     """A JVM started off the main thread (as a Ray Tune trial's thread does) by a thread that is still alive at
     exit, here blocked for good: the process still exits, promptly and with its status (JPype's destroying the
-    JVM would wait for that non-daemon thread forever; a stopped search trial's worker was found so)."""
+    JVM would wait for that non-daemon thread forever; a stopped search trial's worker was found so).
+    Java lets go of many Python objects just before the exit: JPype's reference queue, left running when the JVM
+    is not destroyed, would release them while the interpreter finalizes and abort the process (it did, now and
+    then, on a busy machine; with this churn, every time)."""
     proc = run_python(
         """
         import threading
+        import jpype
         from pslbridge import jvm
         started = threading.Event()
         def trial():
@@ -142,6 +146,12 @@ def test_a_process_whose_jvm_was_started_by_a_thread_still_alive_exits():
             threading.Event().wait()  # a stopped trial's thread, waiting for good
         threading.Thread(target=trial, daemon=True).start()
         started.wait()
+        runnable = jpype.JClass("java.lang.Runnable")
+        held = jpype.JClass("java.util.ArrayList")()
+        for _ in range(20000):  # Python objects that Java holds, then drops
+            held.add(jpype.JObject(jpype.JProxy(runnable, dict={"run": lambda: None}), runnable))
+        held.clear()
+        jpype.JClass("java.lang.System").gc()
         print("main done", jvm.is_started())
         raise SystemExit(3)
         """,
@@ -219,6 +229,48 @@ def test_heap_too_small_is_a_typed_error_and_the_process_survives():
     assert "typed: True" in proc.stdout and "usable: 0" in proc.stdout
     # The failed grounding's terms are freed, so a later failure is not blamed on the heap that ran out before.
     assert "later error: EngineError True" in proc.stdout
+
+
+def test_only_a_heap_that_fills_up_during_the_failing_call_makes_it_a_memory_error():
+    """An exhaustion seen before a guarded call (here the tail of one already over, faked by a usage threshold of
+    one byte and a full collection) does not make the call's unrelated failure a memory error; one seen during the
+    call does. (The heap test above met the first case now and then on a busy machine.)"""
+    proc = run_python(
+        """
+        import time
+        from pslbridge import jvm
+        from pslbridge._java import J, guard
+        jvm.start()
+        pools = [p for p in J.ManagementFactory.getMemoryPoolMXBeans()
+                 if p.getType() == J.MemoryType.HEAP and p.isCollectionUsageThresholdSupported()]
+        def counted():
+            return sum(int(pool.getCollectionUsageThresholdCount()) for pool in pools)
+        def full_collection_counted():
+            before = counted()
+            for pool in pools:
+                pool.setCollectionUsageThreshold(1)  # any collection now "leaves the pool full"
+            J.System.gc()
+            deadline = time.monotonic() + 30
+            while counted() == before and time.monotonic() < deadline:  # the JVM counts it on another thread
+                time.sleep(0.01)
+            for pool in pools:  # only this collection
+                pool.setCollectionUsageThreshold(int(0.97 * pool.getUsage().getMax()))
+        def failure():
+            try:
+                with guard("reading a number"):
+                    full_collection_counted() if during else None
+                    J.Integer.parseInt("seven")
+            except Exception as exc:
+                return type(exc).__name__
+        during = False
+        full_collection_counted()
+        print("before:", failure())
+        during = True
+        print("during:", failure())
+        """
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["before:", "EngineError", "during:", "EngineMemoryError"], proc.stdout
 
 
 def test_the_first_grounding_of_each_reasoner_warms_its_path_up_and_leaves_nothing_behind():
