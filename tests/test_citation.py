@@ -105,7 +105,7 @@ def test_cli_hyper_parameters_reach_the_recorded_setting(tmp_path, jvm_started):
     flags = ["--l2", "5e-7", "--learning-rate", "1.5", "--weight-step", "1e-3", "--admm-iterations", "1000"]
     flags += ["--neural-step", "0.02", "--pretrain-epochs", "7", "--steps", "9", "--hops", "3"]
     flags += ["--initial-neural-weights", "0.2", "0.9", "--pretrain-monitor", "val_loss", "--balance-selection", "loss"]
-    flags += ["--hidden", "16"]
+    flags += ["--hidden", "16", "--ensemble", "2"]
     assert {f.name.replace("_", "-") for f in fields(citation_runner.CitationSetting)} == {
         flag[2:] for flag in flags if flag.startswith("--")
     }
@@ -120,6 +120,7 @@ def test_cli_hyper_parameters_reach_the_recorded_setting(tmp_path, jvm_started):
     assert (row["admm_iterations"], row["pretrain_epochs"], row["steps"], row["hops"]) == ("1000", "7", "9", "3")
     assert row["initial_neural_weights"] == "[0.2, 0.9]"
     assert (row["pretrain_monitor"], row["balance_selection"], row["hidden"]) == ("val_loss", "loss", "16")
+    assert (row["ensemble"], default_row["ensemble"]) == ("2", "1")
     assert (default_row["hops"], default_row["l2"]) == ("2", "5e-06")  # lp_psl rows record NeuPSL-LP's defaults
     first, second = list(csv.DictReader(open(tmp_path / "wall-times.csv")))  # one row per invocation
     assert first["command"] == "citation --datasets cora --splits 1 --methods lp_psl " + " ".join(flags)
@@ -135,6 +136,7 @@ def test_cli_hyper_parameters_reach_the_recorded_setting(tmp_path, jvm_started):
         ["--hops", "0"],
         ["--pretrain-monitor", "loss"],
         ["--hidden", "-1"],
+        ["--ensemble", "0"],
     ):
         with pytest.raises(SystemExit) as stop:
             citation_runner.main(bad)
@@ -177,7 +179,8 @@ def test_defaults_are_per_data_set_and_method_and_the_table_names_departures_fro
 
 def test_hidden_layer_setting_reaches_the_network_run_neupsl_trains(jvm_started, monkeypatch):
     """``CitationSetting.hidden`` is the width of a ReLU layer in the network that run_neupsl pre-trains and
-    learns jointly (0: the paper's single softmax layer), and that network learns the toy graph."""
+    learns jointly (0: the paper's single softmax layer), ``ensemble`` how many such networks it pre-trains, and
+    the network (or their average) learns the toy graph."""
     pytest.importorskip("tensorflow")
     from pslbridge.datasets.planetoid import Graph, Split
     from pslbridge.experiments import citation_runner
@@ -195,11 +198,18 @@ def test_hidden_layer_setting_reaches_the_network_run_neupsl_trains(jvm_started,
     edges = np.array([[i, j] for i in range(20) for j in (i - 2, i + 2) if 0 <= j < 20])
     graph = Graph("toy", x, labels, edges, np.arange(0))
     split = Split(np.arange(0, 8), np.arange(8, 12), np.arange(12, 20), np.arange(0))
-    for hidden, widths in ((8, [8, 2]), (0, [2])):
+    for hidden, widths, ensemble in ((8, [8, 2], 1), (0, [2], 1), (8, [8, 2], 3)):
         setting = citation_runner.CitationSetting(
-            pretrain_epochs=20, steps=2, admm_iterations=50, hidden=hidden, learning_rate=0.1 if hidden else 1.0
+            pretrain_epochs=20,
+            steps=2,
+            admm_iterations=50,
+            hidden=hidden,
+            learning_rate=0.1 if hidden else 1.0,
+            ensemble=ensemble,
         )
+        before = len(built)
         row = citation_runner.run_neupsl("NeuPSL-LP+FP", x, graph, split, setting, jvm_start=0.0)
+        assert len(built) - before == ensemble  # one network per member
         assert [layer.units for layer in built[-1].layers] == widths
         assert [layer.activation.__name__ for layer in built[-1].layers][:-1] == ["relu"] * (len(widths) - 1)
         assert row["test_acc"] == 100.0

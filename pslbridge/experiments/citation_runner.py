@@ -101,9 +101,13 @@ class CitationSetting:
             inferred labels (ties go to the smaller neural weight) or ``"loss"``, their mean cross-entropy
             ``-log HasCat(node, label)`` (values clipped at 1e-3; ties go to the smaller neural weight too).
         hidden: Units of one ReLU hidden layer before the softmax layer (paper: none, 32, 64 or 128; 0 is none).
+        ensemble: Networks pre-trained from different initial weights (each with its own early stopping) whose
+            predictions are averaged; the average is the neural predicate's network, and joint learning trains
+            every member through it. 1 is the paper's single network.
 
     Raises:
-        ConfigurationError: An unknown ``pretrain_monitor`` or ``balance_selection``, or a negative ``hidden``.
+        ConfigurationError: An unknown ``pretrain_monitor`` or ``balance_selection``, a negative ``hidden`` or an
+            ``ensemble`` under 1.
 
     Example:
         >>> CitationSetting(balance_selection="loss").pretrain_monitor
@@ -116,6 +120,10 @@ class CitationSetting:
         Traceback (most recent call last):
         ...
         pslbridge.errors.ConfigurationError: CitationSetting.hidden must be >= 0 (0: no hidden layer), got -1
+        >>> CitationSetting(ensemble=0)
+        Traceback (most recent call last):
+        ...
+        pslbridge.errors.ConfigurationError: CitationSetting.ensemble must be >= 1 (1: one network), got 0
     """
 
     learning_rate: float = 1.0
@@ -130,6 +138,7 @@ class CitationSetting:
     pretrain_monitor: str = "val_accuracy"
     balance_selection: str = "accuracy"
     hidden: int = 0
+    ensemble: int = 1
 
     def __post_init__(self) -> None:
         for name, allowed in (("pretrain_monitor", PRETRAIN_MONITORS), ("balance_selection", BALANCE_SELECTIONS)):
@@ -139,6 +148,8 @@ class CitationSetting:
                 )
         if self.hidden < 0:
             raise ConfigurationError(f"CitationSetting.hidden must be >= 0 (0: no hidden layer), got {self.hidden}")
+        if self.ensemble < 1:
+            raise ConfigurationError(f"CitationSetting.ensemble must be >= 1 (1: one network), got {self.ensemble}")
 
 
 #: What pre-training's early stopping may watch (:attr:`CitationSetting.pretrain_monitor`).
@@ -280,26 +291,52 @@ def _accuracy(predictions: dict[int, int], labels: np.ndarray, nodes: np.ndarray
 
 
 def _pretrain(x: np.ndarray, graph: Graph, split: Split, setting: CitationSetting) -> Any:
+    """Pre-train ``setting.ensemble`` networks on the training nodes, each stopped early on the validation nodes.
+
+    Each member starts from its own initial weights (the next draws of the seeded generator); with more than one,
+    the returned model is their mean prediction (members kept as its layers, so joint learning trains them all).
+
+    Example:
+        >>> labels = np.array([0, 1] * 10)
+        >>> x = np.eye(2, dtype=np.float32)[labels] * 0.6 + 0.2
+        >>> graph = Graph("toy", x, labels, np.zeros((0, 2), dtype=int), np.arange(0))
+        >>> split = Split(np.arange(0, 8), np.arange(8, 12), np.arange(12, 20), np.arange(0))
+        >>> model = _pretrain(x, graph, split, CitationSetting(pretrain_epochs=3, hidden=4, ensemble=3))
+        >>> members = [layer for layer in model.layers if hasattr(layer, "layers")]
+        >>> outputs = [np.asarray(member(x)) for member in members]
+        >>> len(members), np.allclose(np.asarray(model(x)), np.mean(outputs, axis=0), atol=1e-6)
+        (3, True)
+        >>> bool(np.abs(outputs[0] - outputs[1]).max() > 1e-3)  # not one network three times
+        True
+        >>> len(model.trainable_weights) == 3 * len(members[0].trainable_weights)  # joint learning trains all
+        True
+    """
     import keras
 
-    model = dense_classifier(x.shape[1], graph.n_classes, setting.learning_rate, setting.l2, setting.hidden)
-    model.fit(
-        x[split.train],
-        graph.labels[split.train],
-        validation_data=(x[split.val], graph.labels[split.val]),
-        epochs=setting.pretrain_epochs,
-        batch_size=len(split.train),
-        verbose=0,
-        callbacks=[
-            keras.callbacks.EarlyStopping(
-                monitor=setting.pretrain_monitor,
-                mode="max" if setting.pretrain_monitor == "val_accuracy" else "min",
-                patience=25,
-                restore_best_weights=True,
-            )
-        ],
-    )
-    return model
+    members = []
+    for _ in range(setting.ensemble):
+        member = dense_classifier(x.shape[1], graph.n_classes, setting.learning_rate, setting.l2, setting.hidden)
+        member.fit(
+            x[split.train],
+            graph.labels[split.train],
+            validation_data=(x[split.val], graph.labels[split.val]),
+            epochs=setting.pretrain_epochs,
+            batch_size=len(split.train),
+            verbose=0,
+            callbacks=[
+                keras.callbacks.EarlyStopping(
+                    monitor=setting.pretrain_monitor,
+                    mode="max" if setting.pretrain_monitor == "val_accuracy" else "min",
+                    patience=25,
+                    restore_best_weights=True,
+                )
+            ],
+        )
+        members.append(member)
+    if len(members) == 1:
+        return members[0]
+    inputs = keras.Input(shape=(x.shape[1],))
+    return keras.Model(inputs, keras.layers.Average()([member(inputs) for member in members]))
 
 
 def run_neupsl(
@@ -729,6 +766,12 @@ def main(argv: list[str] | None = None) -> int:
         type=non_negative_int,
         help=f"units of one ReLU hidden layer in the network, 0 for none (default: {base.hidden}; Cora LP+FP "
         f"{_CORA_HIDDEN})",
+    )
+    parser.add_argument(
+        "--ensemble",
+        type=positive_int,
+        help="networks pre-trained from different initial weights whose predictions are averaged "
+        f"(default: {base.ensemble})",
     )
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS, help="methods to run")
     parser.add_argument("--data-dir", type=Path, help="folder of the Planetoid files (default: PSLBRIDGE_PLANETOID)")
