@@ -465,7 +465,9 @@ def guard(context: str, *, rule: str | None = None, path: str | None = None, lin
         12
     """
     # A failure is blamed on the heap only if it ran out during this call: exhaustions before it were reported
-    # or outlived (the tail of an earlier, reported one must not make a later, unrelated error a memory error).
+    # or outlived. The JVM counts the collections that leave the heap full on its service thread, so the count of
+    # an exhaustion already reported and forgotten can still rise afterwards; it must not make a later, unrelated
+    # error a memory error.
     outermost = not getattr(_GUARD_DEPTH, "n", 0)
     if outermost:
         forget_exhaustion()

@@ -227,7 +227,7 @@ def test_heap_too_small_is_a_typed_error_and_the_process_survives():
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "typed: True" in proc.stdout and "usable: 0" in proc.stdout
-    # The failed grounding's terms are freed, so a later failure is not blamed on the heap that ran out before.
+    # A later failure is not blamed on the heap that ran out before (see the next test for why it once was).
     assert "later error: EngineError True" in proc.stdout
 
 
