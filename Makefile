@@ -56,7 +56,7 @@ lint: setup
 	$(PY) -m ruff check pslbridge tests
 	$(PY) -m ruff format --check pslbridge tests
 
-# The paper's MNIST-Addition settings (5 splits each; 111 min on 2 cores, measured end to end on seed 7).
+# The paper's MNIST-Addition settings (5 splits each; 114 min on 2 cores, measured end to end on seed 7).
 # The four sizes of the paper's table as one queue of 20 runs on a local Ray instance (one run per core, one PSL
 # and one TensorFlow thread each, longest first); `REPRODUCE_ARGS=` runs them one after another instead.
 REPRODUCE_ARGS ?= --ray
