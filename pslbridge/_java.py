@@ -468,10 +468,10 @@ def guard(context: str, *, rule: str | None = None, path: str | None = None, lin
     # or outlived. The JVM counts the collections that leave the heap full on its service thread, so the count of
     # an exhaustion already reported and forgotten can still rise afterwards; it must not make a later, unrelated
     # error a memory error.
-    outermost = not getattr(_GUARD_DEPTH, "n", 0)
-    if outermost:
+    depth = getattr(_GUARD_DEPTH, "n", 0)
+    if depth == 0:
         forget_exhaustion()
-    _GUARD_DEPTH.n = getattr(_GUARD_DEPTH, "n", 0) + 1
+    _GUARD_DEPTH.n = depth + 1
     # Worker threads that die (e.g. of OutOfMemoryError) print their trace to System.err: keep it off the
     # user's terminal (discarded without allocating: the heap may be exhausted; the error carries the cause).
     try:
