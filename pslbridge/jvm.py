@@ -9,7 +9,8 @@ state (predicate registry, thread pool, options). This module owns that JVM:
 * :func:`start` is called lazily by whatever first needs Java, and logs which call
   triggered it. Call it yourself for control over when the cost is paid.
 * PSL's log4j output is routed to the Python logger ``pslbridge.psl``; PSL's log
-  level follows that logger's effective level.
+  level follows that logger's effective level. Inside :func:`psl_lines_as_debug` (pslbridge's own
+  housekeeping, such as the grounding warm-up), the calling thread's PSL lines are logged at DEBUG.
 * Signals stay Python's: Ctrl-C (SIGINT) interrupts the Java call in progress and raises
   ``KeyboardInterrupt`` (JPype's ``interrupt=False`` mode), and the program stays usable;
   SIGTERM and SIGHUP do what Python's handlers for them do (by default end the process at
@@ -36,6 +37,7 @@ Example:
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import logging
 import os
@@ -43,7 +45,7 @@ import re
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -62,6 +64,7 @@ __all__ = [
     "find_libjvm",
     "is_started",
     "options",
+    "psl_lines_as_debug",
     "psl_logger",
     "required",
     "start",
@@ -104,6 +107,8 @@ _options = JvmOptions()
 _lock = threading.RLock()
 _started_by: str | None = None
 _log_bridge: Any = None
+#: Per thread: the tag of the innermost :func:`psl_lines_as_debug` block, if any.
+_demoted = threading.local()
 
 
 def options() -> JvmOptions:
@@ -436,12 +441,52 @@ def _install_log_bridge() -> None:
 
     def emit(level_name: str, logger_name: str, message: str) -> None:
         level = _LOG4J_TO_PY.get(level_name, logging.INFO)
+        tag = getattr(_demoted, "tag", None)
+        if tag is not None and level < logging.WARNING:
+            level, message = logging.DEBUG, f"{tag}: {message}"
         if psl_logger.isEnabledFor(level):
             psl_logger.log(level, "%s - %s", logger_name.rsplit(".", 1)[-1], message)
 
     _log_bridge = _javalog.install_appender(emit)
     sync_log_level()
     atexit.register(_javalog.remove_appender)
+
+
+@contextlib.contextmanager
+def psl_lines_as_debug(tag: str) -> Iterator[None]:
+    """Log PSL's INFO (and finer) lines from the calling thread at DEBUG, prefixed with ``tag``, inside the block.
+
+    For pslbridge's own housekeeping in PSL (the grounding warm-up): a user who set ``pslbridge.psl`` to INFO sees
+    only their programs' lines, and at DEBUG every line still arrives, tagged. Warnings and errors keep their
+    level, and lines from other threads are untouched.
+
+    Args:
+        tag: Prefix of the demoted lines, e.g. ``"warm-up"``.
+
+    Example:
+        >>> import logging
+        >>> seen = []
+        >>> class Keep(logging.Handler):
+        ...     def emit(self, record):
+        ...         seen.append((record.levelname, record.getMessage()))
+        >>> keep = Keep()
+        >>> psl_logger.addHandler(keep); psl_logger.setLevel(logging.DEBUG)
+        >>> from pslbridge import Bridge
+        >>> with psl_lines_as_debug("example"), Bridge.from_python(rules=["1: JvA(X) -> JvB(X) ^2"],
+        ...         predicates={"JvA": 1, "JvB": 1}, observations={"JvA": [("x", 1.0)]}, targets={"JvB": [("x",)]}):
+        ...     pass
+        >>> psl_logger.removeHandler(keep); psl_logger.setLevel(logging.NOTSET)
+        >>> ("DEBUG", "InferenceApplication - example: Grounding out model.") in seen
+        True
+        >>> [line for line in seen if line[0] == "INFO"]
+        []
+    """
+    previous = getattr(_demoted, "tag", None)
+    _demoted.tag = tag
+    try:
+        yield
+    finally:
+        _demoted.tag = previous
 
 
 def started_by() -> str | None:

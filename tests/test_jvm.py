@@ -277,20 +277,26 @@ def test_the_first_grounding_of_each_reasoner_warms_its_path_up_and_leaves_nothi
     """Before a process's first real grounding with a reasoner, a tiny program is grounded with it (so that its Java
     code is linked while the heap has room, see ``grounding.warm_up``); its predicates are released afterwards,
     and a user's predicate may even share a warm-up predicate's name. Oracle for "grounded": PSL's own log lines
-    of the warm-up rules' ground terms, once per reasoner."""
+    of the warm-up rules' ground terms, once per reasoner. The warm-up's PSL lines arrive at DEBUG, tagged, so a
+    user at INFO sees one "Grounding out model." per program of their own."""
     proc = run_python(
         """
         import logging
         import numpy as np
         from pslbridge import Bridge, _java
         lines = []
+        levels = []
         class Keep(logging.Handler):
             def emit(self, record):
-                lines.append(record.getMessage())
+                lines.append(record.getMessage()); levels.append(record.levelno)
         psl = logging.getLogger("pslbridge.psl")
         psl.addHandler(Keep()); psl.setLevel(logging.DEBUG)
         def warm_rules():
             return sum("Grounded" in m and "PSLBRIDGEWARMUPTARGET" in m for m in lines)
+        def groundings():  # at INFO, and at DEBUG tagged as the warm-up's
+            out = [(lv, m.startswith("InferenceApplication - warm-up:")) for lv, m in zip(levels, lines)
+                   if m.endswith("Grounding out model.")]
+            return out.count((logging.INFO, False)), out.count((logging.DEBUG, True)), len(out)
         from pslbridge.model_files import ModelSpec
         from pslbridge.program import grounding
         from pslbridge.experiments.mnist_add import add1_spec
@@ -306,12 +312,14 @@ def test_the_first_grounding_of_each_reasoner_warms_its_path_up_and_leaves_nothi
                                      targets={"Other": [("a", "b")]})
         with Bridge(spec, reasoner="dualbcd") as bridge:
             print("dualbcd:", sorted(grounding._WARMED), round(bridge.infer().values["Other"][0], 1), warm_rules())
+        print("groundings:", *groundings())
     """,
         timeout=240,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "before: []" in proc.stdout and "admm: ['admm'] 0 2" in proc.stdout and "left: []" in proc.stdout
     assert "dualbcd: ['admm', 'dualbcd'] 1.0 4" in proc.stdout  # the two warm-up rules, grounded once each time
+    assert "groundings: 2 2 4" in proc.stdout  # two programs at INFO, two warm-ups at DEBUG, nothing else
 
 
 _SIGNAL_SCRIPT = """

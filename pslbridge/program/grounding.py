@@ -285,7 +285,8 @@ def warm_up(reasoner: str) -> None:
         neural={"PslbridgeWarmUpNeural": 2},
     )
     try:
-        built = build(spec, {}, reasoner)
+        with jvm.psl_lines_as_debug("warm-up"):  # a user at INFO sees only their own programs' lines
+            built = build(spec, {}, reasoner)
     except Exception as exc:  # noqa: BLE001 - the real grounding reports what is wrong
         log.debug("warming up the %s grounding path failed: %s", reasoner, exc)
         return
