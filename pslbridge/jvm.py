@@ -469,13 +469,13 @@ def psl_lines_as_debug(tag: str) -> Iterator[None]:
         >>> class Keep(logging.Handler):
         ...     def emit(self, record):
         ...         seen.append((record.levelname, record.getMessage()))
-        >>> keep = Keep()
+        >>> keep, level = Keep(), psl_logger.level
         >>> psl_logger.addHandler(keep); psl_logger.setLevel(logging.DEBUG)
         >>> from pslbridge import Bridge
         >>> with psl_lines_as_debug("example"), Bridge.from_python(rules=["1: JvA(X) -> JvB(X) ^2"],
         ...         predicates={"JvA": 1, "JvB": 1}, observations={"JvA": [("x", 1.0)]}, targets={"JvB": [("x",)]}):
         ...     pass
-        >>> psl_logger.removeHandler(keep); psl_logger.setLevel(logging.NOTSET)
+        >>> psl_logger.removeHandler(keep); psl_logger.setLevel(level)
         >>> ("DEBUG", "InferenceApplication - example: Grounding out model.") in seen
         True
         >>> [line for line in seen if line[0] == "INFO"]
