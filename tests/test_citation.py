@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -213,3 +214,49 @@ def test_hidden_layer_setting_reaches_the_network_run_neupsl_trains(jvm_started,
         assert [layer.units for layer in built[-1].layers] == widths
         assert [layer.activation.__name__ for layer in built[-1].layers][:-1] == ["relu"] * (len(widths) - 1)
         assert row["test_acc"] == 100.0
+
+
+def test_self_training_pre_trains_again_on_the_programs_confident_labels(jvm_started, monkeypatch):
+    """``CitationSetting.self_train`` = k: after the balance pick, the program's MAP labels of k nodes per class
+    outside the training and validation nodes join the training labels of a second, fresh network."""
+    pytest.importorskip("tensorflow")
+    from pslbridge.datasets.planetoid import Graph, Split
+    from pslbridge.experiments import citation_runner
+
+    fits, picks = [], []
+    original_classifier, original_pick = citation_runner.dense_classifier, citation_runner.pseudo_labels
+
+    def recording_classifier(*args, **kwargs):
+        model = original_classifier(*args, **kwargs)
+        fit = model.fit
+
+        def recording_fit(x, y, **fit_kwargs):
+            fits.append(np.asarray(y).copy())
+            return fit(x, y, **fit_kwargs)
+
+        model.fit = recording_fit
+        return model
+
+    def recording_pick(*args, **kwargs):
+        picks.append(original_pick(*args, **kwargs))
+        return picks[-1]
+
+    monkeypatch.setattr(citation_runner, "dense_classifier", recording_classifier)
+    monkeypatch.setattr(citation_runner, "pseudo_labels", recording_pick)
+    labels = np.array([0, 1] * 10)
+    x = np.eye(2, dtype=np.float32)[labels] * 0.6 + 0.2
+    edges = np.array([[i, j] for i in range(20) for j in (i - 2, i + 2) if 0 <= j < 20])
+    graph = Graph("toy", x, labels, edges, np.arange(0))
+    split = Split(np.arange(0, 8), np.arange(8, 12), np.arange(12, 20), np.arange(0))
+    base = citation_runner.CitationSetting(pretrain_epochs=20, steps=2, admm_iterations=50)
+    row = citation_runner.run_neupsl("NeuPSL-LP", x, graph, split, base, jvm_start=0.0)
+    assert len(fits) == 1 and not picks and row["test_acc"] == 100.0
+    fits.clear()
+    row = citation_runner.run_neupsl("NeuPSL-LP", x, graph, split, replace(base, self_train=3), jvm_start=0.0)
+    assert len(fits) == 2 and len(picks) == 1 and row["test_acc"] == 100.0
+    nodes, classes = picks[0]
+    assert len(nodes) == 6 and sorted(classes.tolist()) == [0, 0, 0, 1, 1, 1]
+    assert not set(nodes.tolist()) & set(np.concatenate([split.train, split.val]).tolist())
+    np.testing.assert_array_equal(classes, labels[nodes])  # the toy program labels them right
+    np.testing.assert_array_equal(fits[0], labels[split.train])
+    np.testing.assert_array_equal(fits[1], np.concatenate([labels[split.train], classes]))

@@ -57,6 +57,7 @@ __all__ = [
     "default_setting",
     "main",
     "node_predictions",
+    "pseudo_labels",
     "run_dataset",
     "run_neupsl",
     "run_split",
@@ -104,10 +105,15 @@ class CitationSetting:
         ensemble: Networks pre-trained from different initial weights (each with its own early stopping) whose
             predictions are averaged; the average is the neural predicate's network, and joint learning trains
             every member through it. 1 is the paper's single network.
+        self_train: Pseudo-labels per class (0: none). After pre-training and the balance pick, the program's MAP
+            labels of the ``self_train`` most confident nodes of each class outside the training and validation
+            nodes (:func:`pseudo_labels`) join the training labels, the network is pre-trained again from fresh
+            initial weights on both, and the balance is picked again for it. No test label is read: the test
+            nodes are among the inferred nodes, as in every transductive run.
 
     Raises:
-        ConfigurationError: An unknown ``pretrain_monitor`` or ``balance_selection``, a negative ``hidden`` or an
-            ``ensemble`` under 1.
+        ConfigurationError: An unknown ``pretrain_monitor`` or ``balance_selection``, a negative ``hidden`` or
+            ``self_train``, or an ``ensemble`` under 1.
 
     Example:
         >>> CitationSetting(balance_selection="loss").pretrain_monitor
@@ -124,6 +130,10 @@ class CitationSetting:
         Traceback (most recent call last):
         ...
         pslbridge.errors.ConfigurationError: CitationSetting.ensemble must be >= 1 (1: one network), got 0
+        >>> CitationSetting(self_train=-5)
+        Traceback (most recent call last):
+        ...
+        pslbridge.errors.ConfigurationError: CitationSetting.self_train must be >= 0 (0: no pseudo-labels), got -5
     """
 
     learning_rate: float = 1.0
@@ -139,6 +149,7 @@ class CitationSetting:
     balance_selection: str = "accuracy"
     hidden: int = 0
     ensemble: int = 1
+    self_train: int = 0
 
     def __post_init__(self) -> None:
         for name, allowed in (("pretrain_monitor", PRETRAIN_MONITORS), ("balance_selection", BALANCE_SELECTIONS)):
@@ -150,6 +161,10 @@ class CitationSetting:
             raise ConfigurationError(f"CitationSetting.hidden must be >= 0 (0: no hidden layer), got {self.hidden}")
         if self.ensemble < 1:
             raise ConfigurationError(f"CitationSetting.ensemble must be >= 1 (1: one network), got {self.ensemble}")
+        if self.self_train < 0:
+            raise ConfigurationError(
+                f"CitationSetting.self_train must be >= 0 (0: no pseudo-labels), got {self.self_train}"
+            )
 
 
 #: What pre-training's early stopping may watch (:attr:`CitationSetting.pretrain_monitor`).
@@ -286,15 +301,59 @@ def balance_score(
     raise ConfigurationError(f"selection must be one of {BALANCE_SELECTIONS}, got {selection!r}")
 
 
+def pseudo_labels(
+    nodes: np.ndarray, values: np.ndarray, per_class: int, exclude: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The ``per_class`` most confident inferred nodes of each class, and their inferred classes.
+
+    A node's class is its largest value's column and its confidence that value; nodes in ``exclude`` are never
+    picked, and a class with fewer candidates gives all it has. Ties in confidence go to the smaller node id.
+
+    Args:
+        nodes: Inferred node ids, one per row of ``values``.
+        values: Inferred class values (one row per node, one column per class), e.g. MAP ``HasCat`` values.
+        per_class: How many nodes to pick per class (>= 0).
+        exclude: Node ids never picked (the validation nodes).
+
+    Returns:
+        The picked node ids (class by class, most confident first) and their classes.
+
+    Example:
+        >>> values = np.array([[0.9, 0.1], [0.6, 0.4], [0.2, 0.8], [0.95, 0.05], [0.3, 0.7]])
+        >>> picked, classes = pseudo_labels(np.array([10, 11, 12, 13, 14]), values, 2, exclude=np.array([13]))
+        >>> picked.tolist(), classes.tolist()
+        ([10, 11, 12, 14], [0, 0, 1, 1])
+        >>> pseudo_labels(np.array([10, 11]), values[:2], 1, exclude=np.array([], dtype=int))[0].tolist()
+        [10]
+    """
+    allowed = ~np.isin(nodes, exclude)
+    predicted = values.argmax(axis=1)
+    confidence = values.max(axis=1)
+    picked = []
+    for cls in range(values.shape[1]):
+        rows = np.flatnonzero(allowed & (predicted == cls))
+        order = np.lexsort((nodes[rows], -confidence[rows]))  # confidence down, then node id up
+        picked.append(rows[order[:per_class]])
+    rows = np.concatenate(picked).astype(np.int64)
+    return nodes[rows].astype(np.int64), predicted[rows].astype(np.int64)
+
+
 def _accuracy(predictions: dict[int, int], labels: np.ndarray, nodes: np.ndarray) -> float:
     return 100.0 * float(np.mean([predictions[int(i)] == labels[int(i)] for i in nodes]))
 
 
-def _pretrain(x: np.ndarray, graph: Graph, split: Split, setting: CitationSetting) -> Any:
+def _pretrain(
+    x: np.ndarray,
+    graph: Graph,
+    split: Split,
+    setting: CitationSetting,
+    extra: tuple[np.ndarray, np.ndarray] | None = None,
+) -> Any:
     """Pre-train ``setting.ensemble`` networks on the training nodes, each stopped early on the validation nodes.
 
     Each member starts from its own initial weights (the next draws of the seeded generator); with more than one,
     the returned model is their mean prediction (members kept as its layers, so joint learning trains them all).
+    ``extra``: further training nodes and their (pseudo-)labels, trained on beside the training nodes' labels.
 
     Example:
         >>> labels = np.array([0, 1] * 10)
@@ -313,15 +372,18 @@ def _pretrain(x: np.ndarray, graph: Graph, split: Split, setting: CitationSettin
     """
     import keras
 
+    nodes, labels = split.train, graph.labels[split.train]
+    if extra is not None:
+        nodes, labels = np.concatenate([nodes, extra[0]]), np.concatenate([labels, extra[1]])
     members = []
     for _ in range(setting.ensemble):
         member = dense_classifier(x.shape[1], graph.n_classes, setting.learning_rate, setting.l2, setting.hidden)
         member.fit(
-            x[split.train],
-            graph.labels[split.train],
+            x[nodes],
+            labels,
             validation_data=(x[split.val], graph.labels[split.val]),
             epochs=setting.pretrain_epochs,
-            batch_size=len(split.train),
+            batch_size=len(nodes),
             verbose=0,
             callbacks=[
                 keras.callbacks.EarlyStopping(
@@ -339,13 +401,24 @@ def _pretrain(x: np.ndarray, graph: Graph, split: Split, setting: CitationSettin
     return keras.Model(inputs, keras.layers.Average()([member(inputs) for member in members]))
 
 
+def _pick_balance(bridge: Bridge, graph: Graph, split: Split, probs: np.ndarray, setting: CitationSetting) -> float:
+    """The initial neural-rule weight: the candidate whose balance labels the validation nodes best."""
+    grid = []
+    for w in setting.initial_neural_weights:
+        bridge.rule_weights = [w, 1.0 - w]
+        grid.append((balance_score(bridge, graph.labels, split.val, probs, setting.balance_selection), -w, w))
+    return max(grid)[2]
+
+
 def run_neupsl(
     name: str, x: np.ndarray, graph: Graph, split: Split, setting: CitationSetting, jvm_start: float
 ) -> dict[str, Any]:
     """One NeuPSL run on one split: pre-training, initial rule weights, joint learning, test.
 
-    The dense network is pre-trained, the initial neural/label-propagation balance is picked on validation,
-    learning is joint, and the network and rule weights of the best validation step are tested.
+    The dense network is pre-trained, the initial neural/label-propagation balance is picked on validation (with
+    ``setting.self_train``, the network is then pre-trained again with the program's confident labels and the
+    balance picked again), learning is joint, and the network and rule weights of the best validation step are
+    tested.
 
     Args:
         name: Method label of the result (``"NeuPSL-LP"`` on raw features, ``"NeuPSL-LP+FP"`` on propagated ones).
@@ -374,6 +447,9 @@ def run_neupsl(
         >>> row = run_neupsl("NeuPSL-LP", x, graph, split, on_loss, jvm_start=0.0)
         >>> row["test_acc"], row["rule_weights"] in ([0.05, 0.95], [0.95, 0.05])  # a grid point: step 0 is kept
         (100.0, True)
+        >>> row = run_neupsl("NeuPSL-LP", x, graph, split, replace(setting, self_train=2), jvm_start=0.0)
+        >>> row["test_acc"]
+        100.0
     """
     import keras
 
@@ -388,13 +464,17 @@ def run_neupsl(
     probs = np.asarray(model(x, training=False))
     _, first_solve = node_predictions(infer_bridge, graph.n_classes, probs)
     cold = jvm_start + build + first_solve
-    # Initial rule weights: the neural/label-propagation balance that labels the validation nodes best.
-    grid = []
-    for w in setting.initial_neural_weights:
-        infer_bridge.rule_weights = [w, 1.0 - w]
-        score = balance_score(infer_bridge, graph.labels, split.val, probs, setting.balance_selection)
-        grid.append((score, -w, w))
-    initial = max(grid)[2]
+    initial = _pick_balance(infer_bridge, graph, split, probs, setting)
+    if setting.self_train:
+        # The program's confident labels outside train/validation join the training labels; pre-train again.
+        infer_bridge.rule_weights = [initial, 1.0 - initial]
+        nodes, values, _ = _infer_nodes(infer_bridge, graph.n_classes, probs)
+        extra = pseudo_labels(nodes, values, setting.self_train, exclude=split.val)
+        t3 = time.perf_counter()
+        model = _pretrain(x, graph, split, setting, extra)
+        pretrain += time.perf_counter() - t3
+        probs = np.asarray(model(x, training=False))
+        initial = _pick_balance(infer_bridge, graph, split, probs, setting)
     learn_bridge = Bridge(
         citation_spec(graph.labels, graph.edges, split, phase="learn"),
         options={"admmreasoner.maxiterations": str(setting.admm_iterations)},
@@ -772,6 +852,12 @@ def main(argv: list[str] | None = None) -> int:
         type=positive_int,
         help="networks pre-trained from different initial weights whose predictions are averaged "
         f"(default: {base.ensemble})",
+    )
+    parser.add_argument(
+        "--self-train",
+        type=non_negative_int,
+        help="pseudo-labels per class: the program's most confident labels outside train/validation join the "
+        f"training labels and the network is pre-trained again, 0 for none (default: {base.self_train})",
     )
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS, help="methods to run")
     parser.add_argument("--data-dir", type=Path, help="folder of the Planetoid files (default: PSLBRIDGE_PLANETOID)")
