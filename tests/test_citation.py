@@ -106,7 +106,7 @@ def test_cli_hyper_parameters_reach_the_recorded_setting(tmp_path, jvm_started):
     flags = ["--l2", "5e-7", "--learning-rate", "1.5", "--weight-step", "1e-3", "--admm-iterations", "1000"]
     flags += ["--neural-step", "0.02", "--pretrain-epochs", "7", "--steps", "9", "--hops", "3"]
     flags += ["--initial-neural-weights", "0.2", "0.9", "--pretrain-monitor", "val_loss", "--balance-selection", "loss"]
-    flags += ["--hidden", "16", "--ensemble", "2"]
+    flags += ["--hidden", "16", "--ensemble", "2", "--self-train", "4"]
     assert {f.name.replace("_", "-") for f in fields(citation_runner.CitationSetting)} == {
         flag[2:] for flag in flags if flag.startswith("--")
     }
@@ -122,6 +122,7 @@ def test_cli_hyper_parameters_reach_the_recorded_setting(tmp_path, jvm_started):
     assert row["initial_neural_weights"] == "[0.2, 0.9]"
     assert (row["pretrain_monitor"], row["balance_selection"], row["hidden"]) == ("val_loss", "loss", "16")
     assert (row["ensemble"], default_row["ensemble"]) == ("2", "1")
+    assert (row["self_train"], default_row["self_train"]) == ("4", "0")
     assert (default_row["hops"], default_row["l2"]) == ("2", "5e-06")  # lp_psl rows record NeuPSL-LP's defaults
     first, second = list(csv.DictReader(open(tmp_path / "wall-times.csv")))  # one row per invocation
     assert first["command"] == "citation --datasets cora --splits 1 --methods lp_psl " + " ".join(flags)
@@ -138,6 +139,7 @@ def test_cli_hyper_parameters_reach_the_recorded_setting(tmp_path, jvm_started):
         ["--pretrain-monitor", "loss"],
         ["--hidden", "-1"],
         ["--ensemble", "0"],
+        ["--self-train", "-1"],
     ):
         with pytest.raises(SystemExit) as stop:
             citation_runner.main(bad)
