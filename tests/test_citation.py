@@ -147,8 +147,9 @@ def test_cli_hyper_parameters_reach_the_recorded_setting(tmp_path, jvm_started):
 
 
 def test_defaults_are_per_data_set_and_method_and_the_table_names_departures_from_them(tmp_path):
-    """LP+FP on Cora runs its own defaults (more hops, less L2, the wider initial grid); NeuPSL-LP runs the plain
-    setting. A results line says "defaults" for the row's own data set and method, and names what differs."""
+    """LP+FP on Cora runs its own defaults (more hops, less L2, the wider initial grid, self-training); NeuPSL-LP
+    runs the plain setting. A results line says "defaults" for the row's own data set and method, and names what
+    differs."""
     from dataclasses import asdict, replace
 
     from pslbridge.experiments.citation_runner import CitationSetting, default_setting, write_table
@@ -158,6 +159,7 @@ def test_defaults_are_per_data_set_and_method_and_the_table_names_departures_fro
     assert default_setting("cora", "lp") == default_setting("citeseer", "lp") == CitationSetting()
     assert (cora_fp.hops, cora_fp.l2, citeseer_fp.hops, citeseer_fp.l2) == (6, 5e-7, 2, CitationSetting().l2)
     assert (cora_fp.hidden, cora_fp.learning_rate, citeseer_fp.hidden) == (128, 0.1, 0)
+    assert (cora_fp.self_train, citeseer_fp.self_train, CitationSetting().self_train) == (20, 0, 0)
     for fp in (cora_fp, citeseer_fp):
         assert (fp.pretrain_monitor, fp.balance_selection) == ("val_loss", "loss")
     assert set(CitationSetting().initial_neural_weights) < set(citeseer_fp.initial_neural_weights)
