@@ -7,7 +7,9 @@ time) under ``--out`` (default ``out/citation``), and appends the invocation's w
 
 Per split: the network (one dense softmax layer, L2) is pre-trained on the training nodes with early stopping on
 validation accuracy or loss (``pretrain_monitor``; patience 25, up to 250 epochs); the initial balance of the two
-rule weights is chosen on validation accuracy or loss (``balance_selection``); NeuPSL then learns jointly with the
+rule weights is chosen on validation accuracy or loss (``balance_selection``); with ``self_train`` (Cora LP+FP's
+default), the program's most confident labels outside train/validation join the training labels, the network is
+pre-trained again and the balance chosen again; NeuPSL then learns jointly with the
 energy loss (rule weights by mirror descent, the network through ∂energy/∂prediction), keeping the step with the
 best validation accuracy. Each data set and method runs :func:`default_setting` (setting flags replace its fields;
 LP+FP has its own defaults, chosen on validation nodes). Warm inference: the program already grounded and the JVM
@@ -194,7 +196,7 @@ TUNING = (
     "the validation nodes and scoring on the other (Cora splits 0-9, Citeseer 0-4), and so was Cora's network "
     f"(one hidden layer of {_CORA_HIDDEN} units, Adam 0.1; paper ranges; network alone on splits 0-9, re-checked on "
     "10-19, then the whole pipeline on splits 0-9), and so was Cora's self-training "
-    f"({_CORA_SELF_TRAIN} pseudo-labels per class; network alone on splits 0-59 from 10, 20 and 30 per class, then "
+    f"({_CORA_SELF_TRAIN} pseudo-labels per class; network alone on splits 0-59 with 10 to 100 per class, then "
     "the whole pipeline on splits 0-7). NeuPSL-LP's are the paper-range values of the first round. "
     "Test accuracy chose nothing; results on any other seed are held out."
 )
