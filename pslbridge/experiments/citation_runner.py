@@ -322,10 +322,13 @@ def pseudo_labels(
         nodes: Inferred node ids, one per row of ``values``.
         values: Inferred class values (one row per node, one column per class), e.g. MAP ``HasCat`` values.
         per_class: How many nodes to pick per class (>= 0).
-        exclude: Node ids never picked (the validation nodes).
+        exclude: Node ids never picked (the training and validation nodes).
 
     Returns:
         The picked node ids (class by class, most confident first) and their classes.
+
+    Raises:
+        ConfigurationError: A negative ``per_class``, or ``values`` without one row per node.
 
     Example:
         >>> values = np.array([[0.9, 0.1], [0.6, 0.4], [0.2, 0.8], [0.95, 0.05], [0.3, 0.7]])
@@ -334,7 +337,15 @@ def pseudo_labels(
         ([10, 11, 12, 14], [0, 0, 1, 1])
         >>> pseudo_labels(np.array([10, 11]), values[:2], 1, exclude=np.array([], dtype=int))[0].tolist()
         [10]
+        >>> pseudo_labels(np.array([10, 11]), values, 1, exclude=np.array([], dtype=int))
+        Traceback (most recent call last):
+        ...
+        pslbridge.errors.ConfigurationError: pseudo_labels: values has 5 rows for 2 nodes
     """
+    if per_class < 0:
+        raise ConfigurationError(f"pseudo_labels: per_class must be >= 0, got {per_class}")
+    if values.ndim != 2 or len(values) != len(nodes):
+        raise ConfigurationError(f"pseudo_labels: values has {len(values)} rows for {len(nodes)} nodes")
     allowed = ~np.isin(nodes, exclude)
     predicted = values.argmax(axis=1)
     confidence = values.max(axis=1)
@@ -478,7 +489,7 @@ def run_neupsl(
         # The program's confident labels outside train/validation join the training labels; pre-train again.
         infer_bridge.rule_weights = [initial, 1.0 - initial]
         nodes, values, _ = _infer_nodes(infer_bridge, graph.n_classes, probs)
-        extra = pseudo_labels(nodes, values, setting.self_train, exclude=split.val)
+        extra = pseudo_labels(nodes, values, setting.self_train, exclude=np.concatenate([split.train, split.val]))
         t3 = time.perf_counter()
         model = _pretrain(x, graph, split, setting, extra)
         pretrain += time.perf_counter() - t3
