@@ -182,12 +182,22 @@ def test_defaults_are_per_data_set_and_method_and_the_table_names_departures_fro
     ]
 
 
+def _toy_citation():
+    """Twenty nodes in two classes told apart by their features, linked two apart: labels, features, graph, split."""
+    from pslbridge.datasets.planetoid import Graph, Split
+
+    labels = np.array([0, 1] * 10)
+    x = np.eye(2, dtype=np.float32)[labels] * 0.6 + 0.2
+    edges = np.array([[i, j] for i in range(20) for j in (i - 2, i + 2) if 0 <= j < 20])
+    graph = Graph("toy", x, labels, edges, np.arange(0))
+    return labels, x, graph, Split(np.arange(0, 8), np.arange(8, 12), np.arange(12, 20), np.arange(0))
+
+
 def test_hidden_layer_setting_reaches_the_network_run_neupsl_trains(jvm_started, monkeypatch):
     """``CitationSetting.hidden`` is the width of a ReLU layer in the network that run_neupsl pre-trains and
     learns jointly (0: the paper's single softmax layer), ``ensemble`` how many such networks it pre-trains, and
     the network (or their average) learns the toy graph."""
     pytest.importorskip("tensorflow")
-    from pslbridge.datasets.planetoid import Graph, Split
     from pslbridge.experiments import citation_runner
 
     built = []
@@ -198,11 +208,7 @@ def test_hidden_layer_setting_reaches_the_network_run_neupsl_trains(jvm_started,
         return built[-1]
 
     monkeypatch.setattr(citation_runner, "dense_classifier", recording)
-    labels = np.array([0, 1] * 10)
-    x = np.eye(2, dtype=np.float32)[labels] * 0.6 + 0.2
-    edges = np.array([[i, j] for i in range(20) for j in (i - 2, i + 2) if 0 <= j < 20])
-    graph = Graph("toy", x, labels, edges, np.arange(0))
-    split = Split(np.arange(0, 8), np.arange(8, 12), np.arange(12, 20), np.arange(0))
+    labels, x, graph, split = _toy_citation()
     for hidden, widths, ensemble in ((8, [8, 2], 1), (0, [2], 1), (8, [8, 2], 3)):
         setting = citation_runner.CitationSetting(
             pretrain_epochs=20,
@@ -224,7 +230,6 @@ def test_self_training_pre_trains_again_on_the_programs_confident_labels(jvm_sta
     """``CitationSetting.self_train`` = k: after the balance pick, the program's MAP labels of k nodes per class
     outside the training and validation nodes join the training labels of a second, fresh network."""
     pytest.importorskip("tensorflow")
-    from pslbridge.datasets.planetoid import Graph, Split
     from pslbridge.experiments import citation_runner
 
     fits, picks = [], []
@@ -247,11 +252,7 @@ def test_self_training_pre_trains_again_on_the_programs_confident_labels(jvm_sta
 
     monkeypatch.setattr(citation_runner, "dense_classifier", recording_classifier)
     monkeypatch.setattr(citation_runner, "pseudo_labels", recording_pick)
-    labels = np.array([0, 1] * 10)
-    x = np.eye(2, dtype=np.float32)[labels] * 0.6 + 0.2
-    edges = np.array([[i, j] for i in range(20) for j in (i - 2, i + 2) if 0 <= j < 20])
-    graph = Graph("toy", x, labels, edges, np.arange(0))
-    split = Split(np.arange(0, 8), np.arange(8, 12), np.arange(12, 20), np.arange(0))
+    labels, x, graph, split = _toy_citation()
     base = citation_runner.CitationSetting(pretrain_epochs=20, steps=2, admm_iterations=50)
     row = citation_runner.run_neupsl("NeuPSL-LP", x, graph, split, base, jvm_start=0.0)
     assert len(fits) == 1 and not picks and row["test_acc"] == 100.0
