@@ -12,6 +12,12 @@ SEED ?= 7
 
 MNIST := data/cache/mnist/mnist.npz
 
+# An installed pslbridge keeps the jar and data in the user cache (~/.cache/pslbridge); a checkout keeps them
+# in its own folders. Planetoid's Cora/Citeseer files are committed under data/planetoid.
+export PSLBRIDGE_JAR_DIR ?= $(CURDIR)/jars
+export PSLBRIDGE_DATA ?= $(CURDIR)/data/cache
+export PSLBRIDGE_PLANETOID ?= $(CURDIR)/data/planetoid
+
 .PHONY: setup fetch-jars data test test-fast demo bench fuzz lint clean info reproduce-mnist-add reproduce-mnist-add-overlap reproduce-citation reproduce-visual-sudoku
 
 setup: $(STAMP) $(JAR)
@@ -27,8 +33,8 @@ $(STAMP): pyproject.toml | $(VENV)/bin/python
 fetch-jars: $(JAR)
 
 $(JAR): jars/SHA256SUMS | $(STAMP)
-	$(PY) -m pslbridge.jars fetch
-	@touch $(JAR)
+	$(PY) -m pslbridge.jars fetch --force
+	@touch -c $(JAR)
 
 data: $(MNIST)
 
@@ -50,24 +56,24 @@ demo: setup data
 
 # Every benchmark, each stage in its own process; report under out/bench/ (BENCH_ARGS=--quick: a few minutes).
 bench: setup data
-	$(PY) -m pslbridge.benchmarks all $(BENCH_ARGS)
+	$(PY) -m benchmarks all $(BENCH_ARGS)
 
 lint: setup
-	$(PY) -m ruff check pslbridge tests
-	$(PY) -m ruff format --check pslbridge tests
+	$(PY) -m ruff check pslbridge tests experiments benchmarks
+	$(PY) -m ruff format --check pslbridge tests experiments benchmarks
 
 # The paper's MNIST-Addition settings (5 splits each; 114 min on 2 cores, measured end to end on seed 7).
 # The four sizes of the paper's table as one queue of 20 runs on a local Ray instance (one run per core, one PSL
 # and one TensorFlow thread each, longest first); `REPRODUCE_ARGS=` runs them one after another instead.
 REPRODUCE_ARGS ?= --ray
 reproduce-mnist-add: setup data
-	$(PY) -m pslbridge.experiments mnist-add --reproduce --splits 5 --seed $(SEED) --out out/mnist-add $(REPRODUCE_ARGS)
+	$(PY) -m experiments mnist-add --reproduce --splits 5 --seed $(SEED) --out out/mnist-add $(REPRODUCE_ARGS)
 
 # The overlap variant (paper Fig. "varying amounts of overlap"): n unique images, m in {0, n/2, n} re-sampled.
 # MNIST-Add1, n = 40 / 60 / 80 unique images (--additions n/2, --overlap m); about 1 minute per split on 2 cores.
 reproduce-mnist-add-overlap: setup data
 	for n in 20 30 40; do for m in 0 $$n $$((2 * n)); do \
-		$(PY) -m pslbridge.experiments mnist-add --digits 1 --additions $$n --overlap $$m --splits 5 --seed $(SEED) \
+		$(PY) -m experiments mnist-add --digits 1 --additions $$n --overlap $$m --splits 5 --seed $(SEED) \
 			--out out/mnist-add-overlap || exit 1; done; done
 
 # >= 10,000 property-based examples (4,500 + 4,500 + 2,250); `make test` runs a few hundred.
@@ -75,11 +81,11 @@ fuzz: setup
 	PSLBRIDGE_FUZZ_EXAMPLES=4500 $(PY) -m pytest -q tests/test_fuzz.py --hypothesis-show-statistics
 
 reproduce-citation: setup
-	$(PY) -m pslbridge.experiments citation --datasets citeseer cora --splits 5 --seed $(SEED) --out out/citation
+	$(PY) -m experiments citation --datasets citeseer cora --splits 5 --seed $(SEED) --out out/citation
 
 reproduce-visual-sudoku: setup data
-	$(PY) -m pslbridge.experiments visual-sudoku --puzzles 16 --unique 64 --resampled 192 --splits 5 --seed $(SEED) --out out/visual-sudoku
-	$(PY) -m pslbridge.experiments visual-sudoku --puzzles 16 --splits 5 --seed $(SEED) --out out/visual-sudoku
+	$(PY) -m experiments visual-sudoku --puzzles 16 --unique 64 --resampled 192 --splits 5 --seed $(SEED) --out out/visual-sudoku
+	$(PY) -m experiments visual-sudoku --puzzles 16 --splits 5 --seed $(SEED) --out out/visual-sudoku
 
 info: setup
 	$(PY) -m pslbridge info

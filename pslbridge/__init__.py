@@ -3,7 +3,7 @@
 Heavy submodules load on first use, so ``python -m pslbridge.jars`` and
 ``import pslbridge`` stay light.
 
-Example:
+Examples:
     >>> import pslbridge
     >>> pslbridge.__version__
     '0.1.0'

@@ -7,7 +7,7 @@
   learning curve, save the model, load it and predict new additions (:mod:`pslbridge.demo`);
   ``demo --example acquaintances`` runs the bundled simple-acquaintances model (plain PSL inference).
 
-Example:
+Examples:
     >>> import tempfile
     >>> main(["infer", "models/simple-acquaintances/simple-acquaintances.json", "--output", tempfile.mkdtemp()])
     0
@@ -50,7 +50,7 @@ def environment_info(start_java: bool = True) -> dict[str, str]:
     Returns:
         An ordered mapping of name to description.
 
-    Example:
+    Examples:
         >>> "python" in environment_info(start_java=False)
         True
     """
@@ -197,7 +197,7 @@ def _acquaintances() -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m pslbridge``.
 
-    Example:
+    Examples:
         >>> main(["info"])
         pslbridge    ...
         psl          2.4.0...

@@ -6,7 +6,7 @@ constructors and static calls the engine room needs. No other module names a Jav
 table is guarded: using it before the JVM runs raises :class:`~pslbridge.errors.ConfigurationError` instead
 of JPype's bare error. PSL's log4j output is routed by :mod:`pslbridge._javalog`.
 
-Example:
+Examples:
     >>> from pslbridge import _java
     >>> _java.J.Config.getString("inference.initialvalue", None)
     'ATOM'
@@ -176,7 +176,7 @@ def _message(jexc: Any) -> str | None:
 def java_trace(jexc: Any) -> str:
     """Return a Java exception's stack trace as text.
 
-    Example:
+    Examples:
         >>> java_trace(ValueError("not Java"))
         "ValueError('not Java')"
     """
@@ -247,7 +247,7 @@ HEAP_FULL_FRACTION = 0.97
 def watch_heap() -> None:
     """Have the JVM count collections after which a heap pool stays nearly full (called when PSL starts).
 
-    Example:
+    Examples:
         >>> watch_heap()
     """
     pools = []
@@ -270,7 +270,7 @@ def watch_heap() -> None:
 def forget_exhaustion() -> None:
     """Mark every heap exhaustion so far as reported, so that a later failure is not blamed on it.
 
-    Example:
+    Examples:
         >>> forget_exhaustion(); heap_ran_out()
         False
     """
@@ -287,7 +287,7 @@ def heap_ran_out() -> bool:
     True once, so a later, unrelated failure is not blamed on it. If the question itself runs out of heap,
     the answer is True (and the exhaustion is counted at the next call that gets an answer).
 
-    Example:
+    Examples:
         >>> heap_ran_out()
         False
     """
@@ -308,7 +308,7 @@ def heap_peaked() -> bool:
     only decides for errors that are themselves the usual symptoms of an exhaustion on another thread (see
     :func:`translate`). If the question fails, the answer is True, as for :func:`heap_ran_out`.
 
-    Example:
+    Examples:
         >>> heap_peaked()
         False
     """
@@ -377,7 +377,7 @@ def translate(
     Returns:
         The error to raise ``from exc``.
 
-    Example:
+    Examples:
         >>> try:
         ...     J.Integer.parseInt("seven")
         ... except Exception as exc:
@@ -419,7 +419,7 @@ def translate(
 def is_java_exception(exc: BaseException) -> bool:
     """Return True if ``exc`` came from Java through JPype.
 
-    Example:
+    Examples:
         >>> is_java_exception(ValueError())
         False
     """
@@ -436,7 +436,7 @@ def absorb_pending_interrupt(timeout: float = 0.5) -> bool:
     a second ``KeyboardInterrupt`` inside the next Java call: one Ctrl-C, two interrupts. Waiting here (only
     after an interruption) takes that second half in, so one Ctrl-C is one ``KeyboardInterrupt``.
 
-    Example:
+    Examples:
         >>> absorb_pending_interrupt(timeout=0.01)  # no Ctrl-C pending
         False
     """
@@ -459,7 +459,7 @@ def guard(context: str, *, rule: str | None = None, path: str | None = None, lin
         path: Source file, if any.
         line: Line in ``path``, if any.
 
-    Example:
+    Examples:
         >>> with guard("parsing"):
         ...     J.Integer.parseInt("12")
         12
@@ -506,7 +506,7 @@ def compile_rule(text: str, path: str | None = None, line: int | None = None) ->
     ANTLR's console listener prints the parser's own diagnosis to ``System.err``; it is captured
     (never shown raw) and folded into the message.
 
-    Example:
+    Examples:
         >>> declare_predicate("DocA", ["UniqueStringID"], deep=False).getName()
         'DOCA'
         >>> str(compile_rule("1: DocA(X) -> DocA(X) ^2"))
@@ -534,7 +534,7 @@ def capture_stderr(keep: bool = True) -> Iterator[list[str]]:
 
     ANTLR's console listener prints parse errors there; the text is appended to the yielded list.
 
-    Example:
+    Examples:
         >>> with capture_stderr() as err:
         ...     J.System.err.println("from Java")
         >>> err
@@ -568,7 +568,7 @@ def init_psl(threads: int) -> None:
     Args:
         threads: PSL worker thread count.
 
-    Example:
+    Examples:
         >>> init_psl(2)
     """
     config = J.Config
@@ -595,7 +595,7 @@ def init_psl(threads: int) -> None:
 def psl_version() -> str:
     """Return the PSL version string of the loaded jar.
 
-    Example:
+    Examples:
         >>> psl_version().startswith("2.4.0")
         True
     """
@@ -605,7 +605,7 @@ def psl_version() -> str:
 def java_version() -> str:
     """Return the running JVM's version.
 
-    Example:
+    Examples:
         >>> int(java_version().split(".")[0]) >= 11
         True
     """
@@ -615,7 +615,7 @@ def java_version() -> str:
 def heap_used_bytes() -> int:
     """Return the Java heap currently in use, in bytes.
 
-    Example:
+    Examples:
         >>> heap_used_bytes() > 0
         True
     """
@@ -626,7 +626,7 @@ def heap_used_bytes() -> int:
 def thread_count() -> int:
     """PSL's worker thread count.
 
-    Example:
+    Examples:
         >>> thread_count() >= 1
         True
     """
@@ -646,7 +646,7 @@ def release_workers(timeout_s: float = 30.0) -> None:
     Args:
         timeout_s: How long to keep trying before giving up (the caller is already failing).
 
-    Example:
+    Examples:
         >>> release_workers()
         >>> thread_count() >= 1
         True
@@ -702,7 +702,7 @@ def stop_reference_queue() -> None:
     handler: a release that reaches Python while the interpreter finalizes aborts the process ("FATAL: exception
     not rethrown"). The Python objects Java still holds are released on the calling thread.
 
-    Example:
+    Examples:
         >>> J.JPypeReferenceQueue.getInstance().isRunning()  # the thread this stops (not here: the process goes on)
         True
     """
@@ -712,7 +712,7 @@ def stop_reference_queue() -> None:
 def max_heap_bytes() -> int:
     """The JVM's ``-Xmx`` in bytes.
 
-    Example:
+    Examples:
         >>> max_heap_bytes() > 0
         True
     """
@@ -730,7 +730,7 @@ _RECOVERY: dict[str, Any] = {}
 def find_predicate(name: str) -> Any | None:
     """PSL's registered predicate of that name (case-insensitive), or None.
 
-    Example:
+    Examples:
         >>> find_predicate("NoSuchPredicateAnywhere") is None
         True
     """
@@ -740,7 +740,7 @@ def find_predicate(name: str) -> Any | None:
 def predicate_signature(predicate: Any) -> tuple[list[str], bool, bool]:
     """``(argument types, is a DeepPredicate, is a StandardPredicate)`` of a registered predicate.
 
-    Example:
+    Examples:
         >>> p = declare_predicate("DocSig", ["UniqueStringID", "UniqueIntID"], deep=True)
         >>> predicate_signature(p)
         (['UniqueStringID', 'UniqueIntID'], True, True)
@@ -753,7 +753,7 @@ def predicate_signature(predicate: Any) -> tuple[list[str], bool, bool]:
 def declare_predicate(name: str, types: Sequence[str], *, deep: bool) -> Any:
     """Declare (or fetch) a predicate in PSL's global registry.
 
-    Example:
+    Examples:
         >>> declare_predicate("DocDecl", ["UniqueStringID"], deep=False).getArity()
         1
         >>> unregister_predicate("DocDecl")
@@ -771,7 +771,7 @@ def unregister_predicate(name: str) -> None:
     PSL never forgets a predicate; pslbridge removes the ones it declared once no open program
     uses them, so a later program may declare the same name with another arity or kind.
 
-    Example:
+    Examples:
         >>> _ = declare_predicate("DocGone", ["UniqueStringID"], deep=False)
         >>> unregister_predicate("DocGone"); find_predicate("DocGone") is None
         True
@@ -799,7 +799,7 @@ def declare_function(name: str, types: Sequence[str], fn: Callable[..., float], 
     number in [0, 1]. A callable that raises or returns anything else makes the call count 0 and is recorded in
     ``errors`` (the program then refuses to build, naming the predicate, arguments and problem).
 
-    Example:
+    Examples:
         >>> errors = FunctionErrors()
         >>> pred = declare_function("DocSim", ["UniqueStringID"] * 2, lambda a, b: float(a == b), errors)
         >>> str(pred.getName()), int(pred.getArity())
@@ -852,7 +852,7 @@ def evaluate(evaluator: str, options: Mapping[str, str], predicate: Any, databas
         ``rep_metric``, ``normalized`` (PSL's normalised representative metric), ``higher_is_better`` and ``stats``
         (its ``getAllStats()`` text, as the jar prints it).
 
-    Example:
+    Examples:
         >>> from pslbridge.model_files import EvaluationSpec, ModelSpec
         >>> from pslbridge.program import GroundProgram
         >>> spec = ModelSpec.from_python(rules=["1: EvA(X) -> EvB(X) ^2"], predicates={"EvA": 1, "EvB": 1},
@@ -882,7 +882,7 @@ _KNOWN_OPTIONS: list[str] = []
 def known_options() -> list[str]:
     """Every option name PSL 2.4.0 declares (``Options`` and ``RuntimeOptions``), read from the jar.
 
-    Example:
+    Examples:
         >>> "admmreasoner.maxiterations" in known_options(), "duallcqp.primaldualthreshold" in known_options()
         (True, True)
     """
@@ -900,7 +900,7 @@ def known_options() -> list[str]:
 def open_memory_datastore(url: str, predicates: Sequence[Any]) -> tuple[Any, dict[str, Any]]:
     """An in-memory SQLite data store with the predicates registered and its three partitions.
 
-    Example:
+    Examples:
         >>> store, parts = open_memory_datastore("jdbc:sqlite:file:doc?mode=memory&cache=shared", [])
         >>> sorted(parts)
         ['observations', 'targets', 'truth']
@@ -917,7 +917,7 @@ def open_memory_datastore(url: str, predicates: Sequence[Any]) -> tuple[Any, dic
 def java_rows(rows: Any) -> Any:
     """A nested Python list as a ``java.util.List`` in one JSON call (per-row calls are slow).
 
-    Example:
+    Examples:
         >>> java_rows([["a", "b"]]).size()
         1
     """
@@ -927,7 +927,7 @@ def java_rows(rows: Any) -> Any:
 def insert_rows(datastore: Any, predicate: Any, partition: Any, args: list[list[str]], values: Any = None) -> None:
     """Insert argument rows (and truth values) of one predicate into one partition.
 
-    Example:
+    Examples:
         >>> pred = declare_predicate("DocRows", ["UniqueStringID"], deep=False)
         >>> store, parts = open_memory_datastore("jdbc:sqlite:file:docrows?mode=memory&cache=shared", [pred])
         >>> insert_rows(store, pred, parts["observations"], [["a"], ["b"]], [1.0, 0.5])
@@ -947,7 +947,7 @@ def insert_rows(datastore: Any, predicate: Any, partition: Any, args: list[list[
 def open_databases(datastore: Any, partitions: Mapping[str, Any], closed: Sequence[Any]) -> tuple[Any, Any]:
     """The target database (targets over observations, ``closed`` predicates closed) and the truth database.
 
-    Example:
+    Examples:
         >>> store, parts = open_memory_datastore("jdbc:sqlite:file:docdb?mode=memory&cache=shared", [])
         >>> db, truth = open_databases(store, parts, [])
         >>> int(db.getAtomStore().size())
@@ -966,7 +966,7 @@ def open_databases(datastore: Any, partitions: Mapping[str, Any], closed: Sequen
 def config_layer(options: Mapping[str, str]) -> Iterator[None]:
     """PSL options set on a fresh configuration layer for the duration of the block.
 
-    Example:
+    Examples:
         >>> with config_layer({"admmreasoner.maxiterations": "7"}):
         ...     str(J.Config.getString("admmreasoner.maxiterations", None))
         '7'
@@ -985,7 +985,7 @@ def config_layer(options: Mapping[str, str]) -> Iterator[None]:
 def option_value(key: str) -> str | None:
     """A PSL option's current value, or None when unset.
 
-    Example:
+    Examples:
         >>> option_value("parallel.numthreads") is not None
         True
     """
@@ -996,7 +996,7 @@ def option_value(key: str) -> str | None:
 def clear_option(key: str) -> None:
     """Unset a process-wide PSL option.
 
-    Example:
+    Examples:
         >>> clear_option("pslbridge.never.set")
     """
     J.Config.clearProperty(key, False)
@@ -1005,7 +1005,7 @@ def clear_option(key: str) -> None:
 def new_inference(reasoner: str, rules: Sequence[Any], database: Any) -> Any:
     """The inference application of ``reasoner`` (a key of :data:`REASONERS`); it grounds ``rules``.
 
-    Example:
+    Examples:
         >>> program.solver.app.getClass().getSimpleName()  # what GroundProgram built with it
         'ADMMInference'
     """
@@ -1018,7 +1018,7 @@ def new_inference(reasoner: str, rules: Sequence[Any], database: Any) -> Any:
 def join_texts(java_objects: Any, count: int, delimiter: str) -> str:
     """``toString()`` of the first ``count`` objects of a Java array, joined in one Java call.
 
-    Example:
+    Examples:
         >>> join_texts(J.ArrayList().toArray(), 0, "|")
         ''
     """
@@ -1030,7 +1030,7 @@ def join_texts(java_objects: Any, count: int, delimiter: str) -> str:
 def term_objects(term_store: Any) -> Any:
     """The term store's terms as a Java ``Object[]`` (read through the store's own list).
 
-    Example:
+    Examples:
         >>> len(term_objects(program.solver.term_store)) == program.term_count
         True
     """
@@ -1042,7 +1042,7 @@ def term_objects(term_store: Any) -> Any:
 def new_float_array(size: int) -> Any:
     """A zeroed Java ``float[]``.
 
-    Example:
+    Examples:
         >>> len(new_float_array(3))
         3
     """
@@ -1054,7 +1054,7 @@ def new_float_array(size: int) -> Any:
 def copy_range(java_array: Any, start: int, stop: int) -> Any:
     """A copy of ``java_array[start:stop]`` as a Java array of the same type.
 
-    Example:
+    Examples:
         >>> list(copy_range(J.Arrays.asList(1, 2, 3).toArray(), 1, 3))
         [2, 3]
     """
@@ -1064,7 +1064,7 @@ def copy_range(java_array: Any, start: int, stop: int) -> Any:
 def array_copy(source: Any, target: Any, start: int) -> None:
     """``System.arraycopy`` of all of ``source`` into ``target`` from ``start``.
 
-    Example:
+    Examples:
         >>> target = new_float_array(3); array_copy(new_float_array(2), target, 1)
     """
     J.System.arraycopy(source, 0, target, int(start), len(source))
@@ -1093,7 +1093,7 @@ def compute_objective(reasoner: Any, term_store: Any) -> tuple[float, int]:
     Uses the reasoner's own (protected) ``parallelComputeObjective`` by reflection. For the dual-BCD
     reasoners it includes their regularisation ``λ Σ x²`` over unfixed atoms.
 
-    Example:
+    Examples:
         >>> objective, violated = compute_objective(program.solver.reasoner, program.solver.term_store)
         >>> objective >= 0, violated
         (True, 0)
@@ -1118,7 +1118,7 @@ def clear_admm_cache() -> None:
     MAP state. Seen here: a second program's objective 0.9959 instead of 0.9418. Clearing the
     map before each solve makes every solve behave as in a fresh JVM.
 
-    Example:
+    Examples:
         >>> clear_admm_cache()
     """
     if not _ADMM_CACHE:
@@ -1131,7 +1131,7 @@ def clear_admm_cache() -> None:
 def regularization_parameter(reasoner: Any) -> float:
     """The dual-BCD reasoner's ``regularizationParameter`` (λ), 0 for other reasoners.
 
-    Example:
+    Examples:
         >>> regularization_parameter(program.solver.reasoner)  # ADMM has none
         0.0
     """
@@ -1160,7 +1160,7 @@ def add_proximity_terms(database: Any, term_store: Any, atom_indexes: Sequence[i
         The shared proximity rule (inactive) and the observed proximity atoms, in ``atom_indexes`` order
         (they follow the existing atoms in the atom store, in the same order).
 
-    Example:
+    Examples:
         >>> from pslbridge.model_files import ModelSpec
         >>> from pslbridge.program import GroundProgram
         >>> spec = ModelSpec.from_python(rules=["1: ApA(X) -> ApB(X) ^2"], predicates={"ApA": 1, "ApB": 1},
@@ -1201,7 +1201,7 @@ def add_proximity_terms(database: Any, term_store: Any, atom_indexes: Sequence[i
 def set_observed_values(atoms: Sequence[Any], values: np.ndarray) -> None:
     """Give observed atoms new values (their objects: the dual reasoners read fixed atoms from them).
 
-    Example:
+    Examples:
         >>> from pslbridge.model_files import ModelSpec
         >>> from pslbridge.program import GroundProgram
         >>> spec = ModelSpec.from_python(rules=["1: SoA(X) -> SoB(X) ^2"], predicates={"SoA": 1, "SoB": 1},
@@ -1220,7 +1220,7 @@ def set_observed_values(atoms: Sequence[Any], values: np.ndarray) -> None:
 def proximity_predicates() -> list[str]:
     """Names of the ``augmented*`` predicates the proximity terms registered.
 
-    Example:
+    Examples:
         >>> isinstance(proximity_predicates(), list)
         True
     """
@@ -1233,7 +1233,7 @@ def proximity_predicates() -> list[str]:
 def run_runtime_config(config_json: str, base_path: str) -> tuple[str, list[dict[str, float]]]:
     """Run PSL's ``Runtime.serializedRun`` on a config; return its JSON answer and each solve's stats.
 
-    Example:
+    Examples:
         >>> config = {"rules": ["1: RcA(X) -> RcB(X) ^2"], "options": {"runtime.log.level": "WARN"},
         ...           "predicates": {"RcA/1": {"observations": [["x", "1"]]}, "RcB/1": {"targets": [["x"]]}}}
         >>> text, solves = run_runtime_config(json.dumps(config), ".")
@@ -1251,7 +1251,7 @@ def run_runtime_config(config_json: str, base_path: str) -> tuple[str, list[dict
 def float32(value: float) -> float:
     """A value rounded to Java's ``float`` (PSL stores rule weights as ``float``).
 
-    Example:
+    Examples:
         >>> float32(0.1)
         0.10000000149011612
     """

@@ -7,7 +7,7 @@ Python code runs while a solve finishes, so a Ctrl-C can never land inside a log
 Each line is tagged with the Java thread that ran the solve, and :func:`solve_events` hands each calling
 thread the statistics of its own solves only, so concurrent solves in other threads never mix them.
 
-Example:
+Examples:
     >>> import json, pslbridge
     >>> with solve_events() as solves:
     ...     pass
@@ -47,7 +47,7 @@ def solve_events() -> Iterator[list[dict[str, float]]]:
     Each entry has ``objective``, ``violated``, ``time_ms`` and ``iterations``; the list is filled when the
     block ends. The innermost block collects (every :meth:`pslbridge.program.Solver.solve` opens one).
 
-    Example:
+    Examples:
         >>> import json, pslbridge.jvm
         >>> with solve_events() as events:
         ...     text, solves = pslbridge.jvm.run_psl_runtime(json.dumps({"rules": ["1: SeA(X) -> SeB(X) ^2"],
@@ -102,7 +102,7 @@ def _take_events() -> list[dict[str, float]]:
 def set_psl_log_level(level: str) -> None:
     """Set PSL's (log4j root) level, e.g. ``"WARN"``; the reasoner's closing event stays on.
 
-    Example:
+    Examples:
         >>> set_psl_log_level("WARN")
     """
     J.PslLogger.setLevel(level)
@@ -190,7 +190,7 @@ def install_appender(emit: Callable[[str, str, str], None]) -> Any:
     Returns:
         The appenders (keep a reference: log4j holds the Java side only).
 
-    Example:
+    Examples:
         >>> from pslbridge import jvm
         >>> jvm.is_started()  # pslbridge installed its appenders when the JVM started
         True
@@ -223,7 +223,7 @@ def install_appender(emit: Callable[[str, str, str], None]) -> Any:
 def remove_appender() -> None:
     """Detach pslbridge's appenders (at interpreter exit, before the JVM shuts down).
 
-    Example:
+    Examples:
         >>> callable(remove_appender)  # registered with atexit by pslbridge.jvm
         True
     """

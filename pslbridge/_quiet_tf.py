@@ -7,7 +7,7 @@ at ``/dev/null``; Python exceptions from that import still propagate, and later 
 ``TF_CPP_MIN_LOG_LEVEL`` (set to 3 unless the user set it). Setting ``TF_CPP_MIN_LOG_LEVEL`` yourself before
 importing pslbridge turns the hook off (``TF_CPP_MIN_LOG_LEVEL=0`` shows everything).
 
-Example:
+Examples:
     >>> import subprocess, sys
     >>> code = "import pslbridge, tensorflow"
     >>> env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", MARKER)}

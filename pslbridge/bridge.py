@@ -2,7 +2,7 @@
 
 Push a network's predictions in, get MAP values (and, for learning, losses and gradients) out.
 
-Example:
+Examples:
     >>> import pslbridge
     >>> bridge = pslbridge.Bridge.from_python(
     ...     rules=["5: Lived(A, L) & Lived(B, L) & (A != B) -> Knows(A, B) ^2", "1: !Knows(A, B) ^2"],
@@ -64,7 +64,7 @@ class Bridge(ProgramView):
         ModelFileError: The model is malformed.
         EngineError: PSL failed while grounding.
 
-    Example:
+    Examples:
         >>> with Bridge("models/simple-acquaintances/simple-acquaintances.json") as bridge:
         ...     bridge.infer().violated_constraints
         0
@@ -103,7 +103,7 @@ class Bridge(ProgramView):
     ) -> Bridge:
         """Build from Python objects; keyword arguments as :meth:`ModelSpec.from_python`.
 
-        Example:
+        Examples:
             >>> b = Bridge.from_python(rules=["1: FpA(X) -> FpB(X) ^2"], predicates={"FpA": 1, "FpB": 1},
             ...                        observations={"FpA": [("x",)]}, targets={"FpB": [("x",)]})
             >>> b.term_count
@@ -126,8 +126,8 @@ class Bridge(ProgramView):
         Raises:
             NeuralInputError: Unknown predicate or a bad array (nothing is written then).
 
-        Example:
-            >>> from pslbridge.experiments.mnist_add import add1_spec
+        Examples:
+            >>> from pslbridge.examples.mnist_addition import add1_spec
             >>> with Bridge(add1_spec([(0, 1)])) as b:
             ...     b.push(np.full((2, 10), 0.1))
             ...     b.push({"Neural": np.ones((2, 9))})
@@ -158,8 +158,8 @@ class Bridge(ProgramView):
             EngineError: The engine failed.
             ClosedError: After :meth:`close`.
 
-        Example:
-            >>> from pslbridge.experiments.mnist_add import add1_spec
+        Examples:
+            >>> from pslbridge.examples.mnist_addition import add1_spec
             >>> with Bridge(add1_spec([(0, 1)])) as b:
             ...     probs = np.full((2, 10), 0.01); probs[0, 3] = probs[1, 4] = 0.91
             ...     b.infer({"Neural": probs}).argmax("ImageSum").arg2.tolist()
@@ -216,8 +216,8 @@ class Bridge(ProgramView):
         Warns:
             UserWarning: The energy loss on a program without labels (it learns nothing from data).
 
-        Example:
-            >>> from pslbridge.experiments.mnist_add import add1_spec
+        Examples:
+            >>> from pslbridge.examples.mnist_addition import add1_spec
             >>> with Bridge(add1_spec([(0, 1)], sums=[7], phase="learn")) as b:
             ...     step = b.learn_step({"Neural": np.full((2, 10), 0.1)})
             ...     step.neural_gradients["Neural"].shape, step.energy > 0
@@ -293,7 +293,7 @@ class Bridge(ProgramView):
     def objective(self) -> tuple[float, int]:
         """Weighted objective and violated constraints at the current atom values.
 
-        Example:
+        Examples:
             >>> with Bridge("models/simple-acquaintances/simple-acquaintances.json") as b:
             ...     before = b.objective()[1]   # the initial values violate the symmetry constraint
             ...     _ = b.infer()
@@ -307,7 +307,7 @@ class Bridge(ProgramView):
     def close(self) -> None:
         """Free the program's Java objects; the JVM stays up. Safe to call twice.
 
-        Example:
+        Examples:
             >>> b = Bridge("models/simple-acquaintances/simple-acquaintances.json"); b.close(); b.close()
         """
         if self._program is not None:

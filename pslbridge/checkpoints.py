@@ -8,7 +8,7 @@ temporary file that is fsynced and renamed into place; the previous checkpoint i
 until then, so a crash at any point leaves a complete checkpoint behind. Checkpoints of pslbridge ≤ 0.1 were
 pickles; they are refused with a message to re-create them (a pickle from an untrusted place can run code).
 
-Example:
+Examples:
     >>> import tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "run.ckpt")
     >>> _ = write(path, {"epoch": 3}, {"w": np.arange(3.0)})
@@ -48,7 +48,7 @@ _MANIFEST = "manifest.json"
 def previous(path: str | Path) -> Path:
     """Where the checkpoint before the last one is kept (``<name>.prev``).
 
-    Example:
+    Examples:
         >>> previous("out/run.ckpt").name
         'run.ckpt.prev'
     """
@@ -62,7 +62,7 @@ def check_path(path: str | Path) -> Path:
     Raises:
         CheckpointError: Empty path, a directory, or a folder that cannot be created or written.
 
-    Example:
+    Examples:
         >>> check_path("")
         Traceback (most recent call last):
         ...
@@ -93,7 +93,7 @@ def write(path: str | Path, manifest: Mapping[str, Any], arrays: Mapping[str, np
     Raises:
         CheckpointError: The folder cannot be written, or an array is not numeric.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> path = write(Path(tempfile.mkdtemp()) / "ckpt.npz", {"epoch": 3}, {"w": np.arange(3.0)})
         >>> manifest, arrays = read(path)
@@ -141,7 +141,7 @@ def read(path: str | Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     Raises:
         CheckpointError: Missing, truncated, altered, another format or version, or an old pickle checkpoint.
 
-    Example:
+    Examples:
         >>> read("no/such/checkpoint.npz")
         Traceback (most recent call last):
         ...

@@ -64,7 +64,7 @@ def run_demo(
     Raises:
         pslbridge.errors.DataError: MNIST is not available offline (run ``make data``).
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> summary = run_demo(tempfile.mkdtemp(), additions=20, epochs=1, steps_per_epoch=2, test_additions=10,
         ...                    verbose=0)
@@ -77,7 +77,7 @@ def run_demo(
 
     from .bridge import Bridge
     from .datasets.mnist import load_mnist
-    from .experiments.mnist_add import addition_spec, lenet, make_additions, prepare_images
+    from .examples.mnist_addition import addition_spec, lenet, make_additions, prepare_images
     from .keras import NeuPSLModel, ProgramData
     from .training import set_seed
 
@@ -136,7 +136,7 @@ def _fit(model: Any, data: Any, epochs: int, verbose: int, held_out: Any) -> lis
 
 def _predict_new(saved: Path, new: Any, x_test: np.ndarray, y_test: np.ndarray) -> list[tuple[Any, int, int]]:
     """Load the saved model and predict the sums of ``new`` additions: ``((image, image), predicted, true)``."""
-    from .experiments.mnist_add import digit_sum_rows, possible_digit_rows, prepare_images
+    from .examples.mnist_addition import digit_sum_rows, possible_digit_rows, prepare_images
     from .keras import load_neupsl
 
     predictor = load_neupsl(saved)

@@ -7,7 +7,7 @@ on the :class:`~pslbridge.model_files.ModelSpec`, before any Java work, so a blo
 happens. After: :func:`rules_table` gives the real counts, Φ and violations per rule, :func:`summary` the
 atoms per predicate and the memory used, :func:`explain` the terms that pull one atom's value.
 
-Example:
+Examples:
     >>> from pslbridge.model_files import ModelSpec
     >>> spec = ModelSpec.from_python(rules=["1: Link(A, B) & Cat(A) -> Cat(B) ^2"],
     ...     predicates={"Link": 2, "Cat": 1}, observations={"Link": [("a", "b"), ("b", "c")]},
@@ -111,7 +111,7 @@ def estimate_groundings(spec: ModelSpec) -> pd.DataFrame:
     Returns:
         A DataFrame with ``rule`` and ``estimated_groundings``, in model order.
 
-    Example:
+    Examples:
         >>> table = estimate_groundings(bridge.spec)
         >>> len(table) == len(bridge.spec.rules), list(table.columns)
         (True, ['rule', 'estimated_groundings'])
@@ -124,7 +124,7 @@ def estimate_groundings(spec: ModelSpec) -> pd.DataFrame:
 def rules_table(program: GroundProgram) -> pd.DataFrame:
     """Each rule with its weight, ground-term count, Φ and violated constraints at the current state.
 
-    Example:
+    Examples:
         >>> import pslbridge
         >>> with pslbridge.Bridge("models/simple-acquaintances/simple-acquaintances.json") as bridge:
         ...     _ = bridge.infer()
@@ -155,7 +155,7 @@ def rules_table(program: GroundProgram) -> pd.DataFrame:
 def summary(program: GroundProgram) -> dict[str, Any]:
     """Sizes after grounding: atoms per predicate, terms, build timings, Java heap in use.
 
-    Example:
+    Examples:
         >>> import pslbridge
         >>> with pslbridge.Bridge("models/simple-acquaintances/simple-acquaintances.json") as bridge:
         ...     summary(bridge.program)["atoms_per_predicate"]
@@ -180,7 +180,7 @@ def explain(program: GroundProgram, predicate: str, *args: Any) -> pd.DataFrame:
     Raises:
         KeyError: No such atom in the program.
 
-    Example:
+    Examples:
         >>> import pslbridge
         >>> with pslbridge.Bridge("models/simple-acquaintances/simple-acquaintances.json") as bridge:
         ...     _ = bridge.infer()

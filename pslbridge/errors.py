@@ -18,7 +18,7 @@ children say what kind of thing went wrong:
     ├── CheckpointError      a training checkpoint cannot be written, or is missing, corrupt or foreign
     └── ClosedError          a method was called after ``close()``
 
-Example:
+Examples:
     >>> from pslbridge.errors import PslBridgeError, ModelFileError
     >>> try:
     ...     raise ModelFileError("bad rule", path="model.psl", line=3)
@@ -49,7 +49,7 @@ __all__ = [
 class PslBridgeError(Exception):
     """Root of every error pslbridge raises.
 
-    Example:
+    Examples:
         >>> issubclass(JarError, PslBridgeError)
         True
     """
@@ -58,7 +58,7 @@ class PslBridgeError(Exception):
 class ConfigurationError(PslBridgeError):
     """A bad option, or an option that can only be set before the JVM starts.
 
-    Example:
+    Examples:
         >>> raise ConfigurationError("max_heap must look like '4g'")
         Traceback (most recent call last):
         ...
@@ -69,7 +69,7 @@ class ConfigurationError(PslBridgeError):
 class JavaNotFoundError(PslBridgeError):
     """No usable Java runtime (``libjvm``) was found.
 
-    Example:
+    Examples:
         >>> str(JavaNotFoundError("no libjvm.so under /opt/java"))
         'no libjvm.so under /opt/java'
     """
@@ -78,7 +78,7 @@ class JavaNotFoundError(PslBridgeError):
 class JarError(PslBridgeError):
     """The PSL jar is missing, unreadable or does not match its pinned checksum.
 
-    Example:
+    Examples:
         >>> str(JarError("jar missing: run `make fetch-jars`"))
         'jar missing: run `make fetch-jars`'
     """
@@ -97,7 +97,7 @@ class ModelFileError(PslBridgeError):
         rule: The rule text at fault, if any.
         predicate: The predicate at fault, if any.
 
-    Example:
+    Examples:
         >>> err = ModelFileError("expected 3 columns, got 2", path="obs.txt", line=7)
         >>> (err.path, err.line, str(err))
         ('obs.txt', 7, 'obs.txt:7: expected 3 columns, got 2')
@@ -130,7 +130,7 @@ class NeuralInputError(PslBridgeError, ValueError):
         message: What is wrong.
         predicate: The neural predicate the array was given for.
 
-    Example:
+    Examples:
         >>> err = NeuralInputError("expected shape (4, 10), got (4, 9)", predicate="Digit")
         >>> str(err)
         "neural predicate 'Digit': expected shape (4, 10), got (4, 9)"
@@ -150,7 +150,7 @@ class EngineError(PslBridgeError):
         java_class: Fully qualified name of the Java exception class (or None).
         java_trace: The Java stack trace as text (or None).
 
-    Example:
+    Examples:
         >>> err = EngineError("grounding failed", java_class="java.lang.IllegalStateException")
         >>> err.java_class
         'java.lang.IllegalStateException'
@@ -171,7 +171,7 @@ class EngineError(PslBridgeError):
 class EngineMemoryError(EngineError, MemoryError):
     """The Java heap was too small; raise it with ``pslbridge.jvm.configure(max_heap=...)``.
 
-    Example:
+    Examples:
         >>> issubclass(EngineMemoryError, MemoryError)
         True
     """
@@ -180,7 +180,7 @@ class EngineMemoryError(EngineError, MemoryError):
 class ClosedError(PslBridgeError):
     """A method was called on an object after its ``close()``.
 
-    Example:
+    Examples:
         >>> str(ClosedError("Bridge is closed"))
         'Bridge is closed'
     """
@@ -189,7 +189,7 @@ class ClosedError(PslBridgeError):
 class DataError(PslBridgeError):
     """A data set is missing or corrupt; the message says what to run.
 
-    Example:
+    Examples:
         >>> str(DataError("run make data"))
         'run make data'
     """
@@ -202,7 +202,7 @@ class CheckpointError(PslBridgeError):
         message: What is wrong.
         path: The checkpoint file.
 
-    Example:
+    Examples:
         >>> str(CheckpointError("checksum mismatch in array 'net0/w1'", path="run.ckpt"))
         "run.ckpt: checksum mismatch in array 'net0/w1'"
     """

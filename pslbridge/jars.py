@@ -4,17 +4,19 @@ Resolution order for the jar that :mod:`pslbridge.jvm` loads:
 
 1. an explicit path (``pslbridge.jvm.configure(jar=...)``),
 2. the environment variable ``PSLBRIDGE_JAR``,
-3. ``psl-runtime-2.4.0.jar`` in the jar folder: ``PSLBRIDGE_JAR_DIR`` if set, else the
-   repository's ``jars/`` folder (editable installs), else ``~/.cache/pslbridge/jars``.
+3. ``psl-runtime-2.4.0.jar`` in the jar folder: ``PSLBRIDGE_JAR_DIR`` if set, else
+   ``jars/`` in pslbridge's user cache (:func:`pslbridge.cache.cache_root`). The repository's
+   Makefile points ``PSLBRIDGE_JAR_DIR`` at its own ``jars/`` folder.
 
-Every jar is checked against the SHA-256 pinned in ``jars/SHA256SUMS`` unless the
-caller opts out explicitly (``verify=False`` / ``--no-verify``).
+Every jar is checked against the SHA-256 pinned in this module (the repository's
+``jars/SHA256SUMS`` holds the same value; a test checks they agree) unless the caller opts
+out explicitly (``verify=False`` / ``--no-verify``).
 
 Command line (what ``make fetch-jars`` runs)::
 
     python -m pslbridge.jars fetch [--force] [--jar PATH] [--url URL] [--no-verify]
 
-Example:
+Examples:
     >>> from pslbridge import jars
     >>> jars.JAR_NAME
     'psl-runtime-2.4.0.jar'
@@ -33,10 +35,12 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from .cache import cache_root
 from .errors import JarError
 
 __all__ = [
     "JAR_NAME",
+    "PINNED_SHA256",
     "PSL_VERSION",
     "PSLPYTHON_WHEEL",
     "default_jar_dir",
@@ -54,11 +58,8 @@ JAR_NAME = f"psl-runtime-{PSL_VERSION}.jar"
 #: The PyPI wheel that carries the jar (PSL 2.4.0, all dependencies shaded).
 PSLPYTHON_WHEEL = "pslpython==2.4.1"
 _JAR_IN_WHEEL = "pslpython/psl-runtime.jar"
-#: Fallback when the package is installed without the repository's jars/ folder;
-#: a test checks it equals the committed jars/SHA256SUMS entry.
-_PINNED_SHA256 = "ae03cacacda5ea050d6abb014dbfbcd3691229c26260d1e120e81376cf67fc73"
-
-_REPO_JARS = Path(__file__).resolve().parent.parent / "jars"
+#: SHA-256 of every jar pslbridge accepts; a test checks it equals the repository's jars/SHA256SUMS.
+PINNED_SHA256 = {JAR_NAME: "ae03cacacda5ea050d6abb014dbfbcd3691229c26260d1e120e81376cf67fc73"}
 _FETCH_HINT = "run `make fetch-jars` (or `python -m pslbridge.jars fetch`)"
 
 
@@ -66,26 +67,22 @@ def default_jar_dir() -> Path:
     """Return the folder where the jar is kept.
 
     Returns:
-        ``PSLBRIDGE_JAR_DIR`` if set; else the repository's ``jars/`` folder when it
-        exists (editable installs); else ``~/.cache/pslbridge/jars``.
+        ``PSLBRIDGE_JAR_DIR`` if set; else ``<cache_root()>/jars``.
 
-    Example:
-        >>> default_jar_dir().name in {"jars"}
-        True
+    Examples:
+        >>> default_jar_dir().name
+        'jars'
     """
     env = os.environ.get("PSLBRIDGE_JAR_DIR")
     if env:
         return Path(env).expanduser()
-    if (_REPO_JARS / "SHA256SUMS").is_file():
-        return _REPO_JARS
-    return Path.home() / ".cache" / "pslbridge" / "jars"
+    return cache_root() / "jars"
 
 
 def expected_sha256(name: str = JAR_NAME) -> str:
     """Return the pinned SHA-256 for a jar file name.
 
-    Reads ``jars/SHA256SUMS`` (``sha256sum`` format) when the repository is
-    present, else uses the value compiled into this module.
+    The values are pinned in this module (:data:`PINNED_SHA256`).
 
     Args:
         name: The jar's file name.
@@ -96,19 +93,13 @@ def expected_sha256(name: str = JAR_NAME) -> str:
     Raises:
         JarError: No checksum is pinned for ``name``.
 
-    Example:
+    Examples:
         >>> len(expected_sha256())
         64
     """
-    sums = _REPO_JARS / "SHA256SUMS"
-    if sums.is_file():
-        for line in sums.read_text().splitlines():
-            parts = line.split()
-            if len(parts) == 2 and parts[1].lstrip("*") == name:
-                return parts[0].lower()
-    if name == JAR_NAME:
-        return _PINNED_SHA256
-    raise JarError(f"no SHA-256 is pinned for {name!r} in {sums}")
+    if name in PINNED_SHA256:
+        return PINNED_SHA256[name]
+    raise JarError(f"no SHA-256 is pinned for {name!r}; pslbridge accepts {sorted(PINNED_SHA256)}")
 
 
 def sha256_of(path: Path) -> str:
@@ -120,7 +111,7 @@ def sha256_of(path: Path) -> str:
     Returns:
         The lower-case hex digest.
 
-    Example:
+    Examples:
         >>> import tempfile, pathlib
         >>> p = pathlib.Path(tempfile.mkdtemp()) / "x"
         >>> _ = p.write_bytes(b"")
@@ -144,7 +135,7 @@ def verify_jar(path: Path, sha256: str | None = None) -> None:
     Raises:
         JarError: The file is missing, unreadable or its digest differs.
 
-    Example:
+    Examples:
         >>> verify_jar(Path("/nonexistent.jar"))  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
@@ -178,7 +169,7 @@ def resolve_jar(explicit: str | Path | None = None, *, verify: bool = True) -> P
     Raises:
         JarError: No jar was found, or it does not match the pinned checksum.
 
-    Example:
+    Examples:
         >>> resolve_jar().name
         'psl-runtime-2.4.0.jar'
     """
@@ -283,7 +274,7 @@ def fetch(
     Raises:
         JarError: The download failed or the checksum does not match.
 
-    Example:
+    Examples:
         >>> fetch()  # already present and verified: nothing is downloaded
         PosixPath('.../jars/psl-runtime-2.4.0.jar')
     """
@@ -312,7 +303,7 @@ def fetch(
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point: ``python -m pslbridge.jars fetch|verify|path``.
 
-    Example:
+    Examples:
         >>> main(["path"])
         /.../psl-runtime-2.4.0.jar
         0

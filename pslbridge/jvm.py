@@ -23,7 +23,7 @@ Environment variables read at start: ``PSLBRIDGE_HEAP`` (e.g. ``8g``),
 ``PSLBRIDGE_THREADS``, ``PSLBRIDGE_JVM_ARGS`` (space separated), ``JAVA_HOME``,
 ``PSLBRIDGE_JAR``.
 
-Example:
+Examples:
     >>> from pslbridge import jvm
     >>> jvm.start()  # a no-op once Java runs (options are fixed from then on)
     >>> jvm.is_started(), jvm.options().max_heap == jvm.JvmOptions().max_heap
@@ -90,7 +90,7 @@ class JvmOptions:
         jar: An explicit PSL jar path.
         verify_jar: Check the jar's pinned SHA-256 (default True).
 
-    Example:
+    Examples:
         >>> JvmOptions(max_heap="1g").max_heap
         '1g'
     """
@@ -114,7 +114,7 @@ _demoted = threading.local()
 def options() -> JvmOptions:
     """Return the current pre-start options.
 
-    Example:
+    Examples:
         >>> isinstance(options(), JvmOptions)
         True
     """
@@ -124,7 +124,7 @@ def options() -> JvmOptions:
 def is_started() -> bool:
     """Return True once the JVM runs in this process.
 
-    Example:
+    Examples:
         >>> is_started() in (True, False)
         True
     """
@@ -145,7 +145,7 @@ def configure(**changes: Any) -> JvmOptions:
     Raises:
         ConfigurationError: The JVM already runs, a name is unknown, or a value is bad.
 
-    Example:
+    Examples:
         >>> configure(heap="3g")  # checked before anything else (and refused once Java runs)
         Traceback (most recent call last):
         ...
@@ -193,7 +193,7 @@ def find_libjvm(java_home: str | Path | None = None) -> Path:
     Raises:
         JavaNotFoundError: No candidate holds a ``libjvm``.
 
-    Example:
+    Examples:
         >>> find_libjvm().name
         'libjvm.so'
     """
@@ -246,7 +246,7 @@ def start(reason: str = "pslbridge.jvm.start()") -> None:
         JarError: The jar is missing or corrupt.
         ConfigurationError: The JVM was started by someone else without the PSL jar.
 
-    Example:
+    Examples:
         >>> start("a docstring"); started_by() != "a docstring"  # already running: nothing happens
         True
     """
@@ -374,7 +374,7 @@ def _init_psl(opts: JvmOptions) -> None:
 def required(fn: _F) -> _F:
     """Decorator: start the JVM (lazily) before calling ``fn``.
 
-    Example:
+    Examples:
         >>> @required
         ... def needs_java():
         ...     return is_started()
@@ -421,7 +421,7 @@ def _log4j_level_for(py_level: int) -> str:
 def sync_log_level() -> None:
     """Make PSL's log level follow ``pslbridge.psl``'s effective level (cheap; called per solve).
 
-    Example:
+    Examples:
         >>> sync_log_level()
     """
     global _current_psl_level
@@ -463,7 +463,7 @@ def psl_lines_as_debug(tag: str) -> Iterator[None]:
     Args:
         tag: Prefix of the demoted lines, e.g. ``"warm-up"``.
 
-    Example:
+    Examples:
         >>> import logging
         >>> seen = []
         >>> class Keep(logging.Handler):
@@ -492,7 +492,7 @@ def psl_lines_as_debug(tag: str) -> Iterator[None]:
 def started_by() -> str | None:
     """Return what triggered the JVM start in this process, or None.
 
-    Example:
+    Examples:
         >>> started_by() is None or isinstance(started_by(), str)
         True
     """
@@ -506,7 +506,7 @@ def started_by() -> str | None:
 def heap_used_bytes() -> int:
     """The Java heap in use now, in bytes (starts the JVM if needed).
 
-    Example:
+    Examples:
         >>> heap_used_bytes() > 0
         True
     """
@@ -519,7 +519,7 @@ def heap_used_bytes() -> int:
 def java_version() -> str:
     """The running JVM's version.
 
-    Example:
+    Examples:
         >>> int(java_version().split(".")[0]) >= 11
         True
     """
@@ -532,7 +532,7 @@ def java_version() -> str:
 def psl_version() -> str:
     """The PSL version of the loaded jar.
 
-    Example:
+    Examples:
         >>> psl_version().startswith("2.4.0")
         True
     """
@@ -545,7 +545,7 @@ def psl_version() -> str:
 def release_predicates(names: list[str]) -> None:
     """Remove predicates from PSL's global registry (after PSL's own Runtime declared them).
 
-    Example:
+    Examples:
         >>> release_predicates(["NeverDeclared"])
     """
     from . import _java
@@ -571,7 +571,7 @@ def run_psl_runtime(
     Returns:
         The Runtime's JSON answer and each solve's statistics (objective, violated, time_ms, iterations).
 
-    Example:
+    Examples:
         >>> import json
         >>> config = {"rules": ["1: RtA(X) -> RtB(X) ^2"], "predicates": {"RtA/1": {"observations": [["x", "1"]]},
         ...           "RtB/1": {"targets": [["x"]]}}, "options": {"runtime.log.level": "WARN"}}

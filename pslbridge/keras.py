@@ -14,10 +14,10 @@ Learned rule weights (with ``weights=``) carry from one program to the next and 
 declarations, options and the networks in Keras' own format; no pickle) that :func:`load_neupsl` turns into a
 :class:`NeuPSLPredictor` for new entities and observations.
 
-Example:
+Examples:
     >>> import keras
     >>> from pslbridge import Bridge
-    >>> from pslbridge.experiments.mnist_add import add1_spec
+    >>> from pslbridge.examples.mnist_addition import add1_spec
     >>> net = keras.Sequential([keras.Input((4,)), keras.layers.Dense(10, activation="softmax")])
     >>> bridge = Bridge(add1_spec([(0, 1)], sums=[7], phase="learn"))
     >>> data = ProgramData([(bridge, {"Neural": np.eye(2, 4, dtype="float32")})])
@@ -80,7 +80,7 @@ class ClassBalance(keras.layers.Layer):
         weight: Strength of the prior (>= 0).
         momentum: Weight of the past in the running mean (0: each batch alone; must be in [0, 1)).
 
-    Example:
+    Examples:
         >>> import numpy as np
         >>> prior = ClassBalance(1.0)
         >>> abs(float(prior.value(np.full((4, 2), 0.5, dtype="float32")))) < 1e-6  # balanced batch
@@ -164,9 +164,9 @@ class ProgramData(keras.utils.PyDataset):
     Raises:
         ConfigurationError: No program, or inputs that do not cover a program's neural predicates or rows.
 
-    Example:
+    Examples:
         >>> from pslbridge import Bridge
-        >>> from pslbridge.experiments.mnist_add import add1_spec
+        >>> from pslbridge.examples.mnist_addition import add1_spec
         >>> with Bridge(add1_spec([(0, 1)], sums=[3], phase="learn")) as b:
         ...     data = ProgramData([(b, {"Neural": np.zeros((2, 4))})], passes=3)
         ...     len(data), sorted(data[0])
@@ -236,7 +236,7 @@ class NeuPSLModel(keras.Model):
     prediction with NaN or infinity gives a NaN loss for that step (so ``TerminateOnNaN`` stops there) and no
     update; PSL never sees it.
 
-    Example:
+    Examples:
         >>> import keras
         >>> model = NeuPSLModel({"Neural": keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])})
         >>> model.predicates
@@ -350,9 +350,9 @@ class NeuPSLModel(keras.Model):
 
         The learned rule weights, if any, are set on ``bridge`` first.
 
-        Example:
+        Examples:
             >>> import keras
-            >>> from pslbridge.experiments.mnist_add import add1_spec
+            >>> from pslbridge.examples.mnist_addition import add1_spec
             >>> net = keras.Sequential([keras.Input((2,)), keras.layers.Dense(10, activation="softmax")])
             >>> with Bridge(add1_spec([(0, 1)])) as test:
             ...     NeuPSLModel({"Neural": net}).infer(test, {"Neural": np.ones((2, 2))}).iterations > 0
@@ -421,9 +421,9 @@ class NeuPSLPredictor:
         rule_weights: The learned weights of the weighted rules.
         networks: The Keras networks by neural predicate.
 
-    Example:
+    Examples:
         >>> import tempfile, keras
-        >>> from pslbridge.experiments.mnist_add import add1_spec, digit_sum_rows, possible_digit_rows
+        >>> from pslbridge.examples.mnist_addition import add1_spec, digit_sum_rows, possible_digit_rows
         >>> net = keras.Sequential([keras.Input((3,)), keras.layers.Dense(10, activation="softmax")])
         >>> with Bridge(add1_spec([(0, 1)], sums=[3], phase="learn")) as b:
         ...     path = NeuPSLModel({"Neural": net}).save_neupsl(Path(tempfile.mkdtemp()) / "add1.neupsl", b)
@@ -510,7 +510,7 @@ def load_neupsl(path: str | Path) -> NeuPSLPredictor:
     Raises:
         CheckpointError: Not such an artefact, or another version.
 
-    Example:
+    Examples:
         >>> load_neupsl("no/such/file.neupsl")
         Traceback (most recent call last):
         ...

@@ -7,7 +7,7 @@ negative-entropy regularisers, so that a NeuPSL training loop driven from Python
 the same rule weights as the jar's ``Energy`` learner. Defaults are the jar's defaults
 (``gradientdescent.*`` options of PSL 2.4.0).
 
-Example:
+Examples:
     >>> import numpy as np
     >>> opt = WeightOptimizer(step_size=1.0, log_regularization=0.0, entropy_regularization=0.0)
     >>> w = opt.start(np.array([1.0, 1.0]))
@@ -62,7 +62,7 @@ class WeightOptimizer:
         entropy_regularization: Weight of ``w log w`` (default 10, PSL's default).
         steps_taken: Steps taken so far (drives the step-size schedule).
 
-    Example:
+    Examples:
         >>> WeightOptimizer.from_psl_options({"gradientdescent.stepsize": "0.5"}).step_size
         0.5
     """
@@ -92,7 +92,7 @@ class WeightOptimizer:
     def from_psl_options(cls, options: dict[str, object]) -> WeightOptimizer:
         """Build from PSL ``gradientdescent.*`` option names (others are ignored).
 
-        Example:
+        Examples:
             >>> WeightOptimizer.from_psl_options({"gradientdescent.extension": "NONE"}).extension
             'none'
         """
@@ -115,7 +115,7 @@ class WeightOptimizer:
 
         PSL does this before its first step.
 
-        Example:
+        Examples:
             >>> WeightOptimizer().start(np.array([2.0, 6.0])).tolist()
             [0.25, 0.75]
         """
@@ -142,7 +142,7 @@ class WeightOptimizer:
     def gradient(self, weights: np.ndarray, potentials: np.ndarray) -> np.ndarray:
         """Loss gradient ``potentials`` plus the regulariser's gradient, clipped as configured.
 
-        Example:
+        Examples:
             >>> WeightOptimizer(log_regularization=0, entropy_regularization=0).gradient(
             ...     np.array([0.5, 0.5]), np.array([30.0, 0.0])).tolist()
             [25.0, 0.0]
@@ -201,7 +201,7 @@ def _p_norm(vector: np.ndarray, p: float) -> float:
 def _simplex_project(weights: np.ndarray) -> np.ndarray:
     """Euclidean projection onto the unit simplex (the algorithm PSL uses).
 
-    Example:
+    Examples:
         >>> _simplex_project(np.array([0.8, 0.8])).tolist()
         [0.5, 0.5]
     """

@@ -17,7 +17,7 @@ gradient steps on the supervised loss, and penalises the energy difference Δ be
 ``(ρ Δ + λ)`` times the difference of the two problems' Φ and optimal-value gradients. They run on the
 dual-BCD reasoner only (``Bridge(..., reasoner="dualbcd")``), as in the jar.
 
-Example:
+Examples:
     >>> BinaryCrossEntropy.from_psl_options({"minimizer.initialsquaredpenalty": "2"}).initial_squared_penalty
     2.0
     >>> resolve_loss("bce").name
@@ -65,7 +65,7 @@ class StepContext:
         potentials: Compute Φ (``∂loss/∂w``).
         constraint_learning: Skip latent inference (energy losses).
 
-    Example:
+    Examples:
         >>> StepContext(program).potentials
         True
     """
@@ -89,7 +89,7 @@ class LossOutput:
         timings: Seconds per phase.
         details: Loss-specific values.
 
-    Example:
+    Examples:
         >>> out = LossOutput(1.0, 1.0, None, np.zeros(3))
         >>> out.loss, out.atom_gradient.shape
         (1.0, (3,))
@@ -107,7 +107,7 @@ class LossOutput:
 class Loss:
     """A learning loss: :meth:`step` computes it and its gradients; :meth:`finish` runs after the weight step.
 
-    Example:
+    Examples:
         >>> EnergyLoss().needs_potentials
         False
     """
@@ -133,7 +133,7 @@ class EnergyLoss(Loss):
     Φ and ``∂energy/∂prediction`` (Danskin) are read at that latent MAP state; this is what the jar's
     ``Energy`` learner computes per step (``OptimalValue.computeLatentInferenceIncompatibility``).
 
-    Example:
+    Examples:
         >>> EnergyLoss().name
         'energy'
     """
@@ -169,7 +169,7 @@ class EnergyLoss(Loss):
 class StructuredPerceptron(EnergyLoss):
     """The energy at (labels, latent MAP) minus the energy of the full MAP state (a second solve).
 
-    Example:
+    Examples:
         >>> StructuredPerceptron().needs_potentials
         True
     """
@@ -224,7 +224,7 @@ class MinimizerLoss(Loss):
             use the same option).
         scale_step_size: Divide it by ``k + 1`` at step ``k`` (``gradientdescent.scalestepsize``, true).
 
-    Example:
+    Examples:
         >>> loss = BinaryCrossEntropy(proximity_weight=0.1)
         >>> isinstance(loss, MinimizerLoss), loss.proximity_weight, loss.initial_squared_penalty
         (True, 0.1, 10.0)
@@ -299,7 +299,7 @@ class MinimizerLoss(Loss):
 class BinaryCrossEntropy(MinimizerLoss):
     """Binary cross-entropy of the MAP state against the labels (bilevel; PSL's ``BinaryCrossEntropy``).
 
-    Example:
+    Examples:
         >>> loss, grad = BinaryCrossEntropy().supervised(np.array([0.5, 0.9]), np.array([1.0, 0.0]))
         >>> round(loss, 4), grad.round(2).tolist()
         (2.9957, [-2.0, 10.0])
@@ -318,7 +318,7 @@ class BinaryCrossEntropy(MinimizerLoss):
 class SquaredError(MinimizerLoss):
     """Squared error of the MAP state against the labels (bilevel; PSL's ``SquaredError``).
 
-    Example:
+    Examples:
         >>> SquaredError().supervised(np.array([0.5]), np.array([1.0]))
         (0.25, array([-1.]))
     """
@@ -509,7 +509,7 @@ def resolve_loss(loss: str | Loss, options: dict[str, Any] | None = None) -> Los
     Raises:
         ConfigurationError: An unknown name or a value that is not a loss.
 
-    Example:
+    Examples:
         >>> resolve_loss("squared_error", {"minimizer.proxruleweight": "0.5"}).proximity_weight
         0.5
     """
@@ -532,7 +532,7 @@ def warn_without_truth(program: GroundProgram, out: LossOutput) -> None:
     observed (:meth:`~pslbridge.model_files.ModelSpec.observe_labels`) has its data as evidence and is not warned
     about either.
 
-    Example:
+    Examples:
         >>> import warnings
         >>> with warnings.catch_warnings(record=True) as caught:
         ...     warnings.simplefilter("always")

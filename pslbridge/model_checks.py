@@ -5,7 +5,7 @@ Everything here reads a :class:`~pslbridge.model_files.ModelSpec` and its files 
 Java. :class:`pslbridge.program.GroundProgram` runs these checks before it declares anything in the JVM, so
 a bad model leaves no trace there.
 
-Example:
+Examples:
     >>> from pslbridge.model_files import ModelSpec
     >>> spec = ModelSpec.from_python(rules=["1: A(X, Y) -> B(X) ^2"], predicates={"A": 1, "B": 1},
     ...                              targets={"B": [("x",)]})
@@ -37,7 +37,7 @@ def check_rules(spec: ModelSpec) -> None:
     Raises:
         ModelFileError: No rules, a negative weight, an unknown predicate or a wrong argument count.
 
-    Example:
+    Examples:
         >>> from pslbridge.model_files import ModelSpec
         >>> check_rules(ModelSpec.from_python(rules=["-1: A(X) -> A(X)"], predicates={"A": 1}))
         Traceback (most recent call last):
@@ -85,7 +85,7 @@ def _check_rule(spec: ModelSpec, rule: RuleSpec) -> None:
 def check_duplicates(spec: ModelSpec) -> None:
     """No atom appears twice across observations and targets (truth rows may repeat them).
 
-    Example:
+    Examples:
         >>> from pslbridge.model_files import ModelSpec
         >>> check_duplicates(ModelSpec.from_python(rules=["1: A(X) -> B(X)"], predicates={"A": 1, "B": 1},
         ...                  observations={"B": [("x", 1.0)]}, targets={"B": [("x",)]}))
@@ -122,7 +122,7 @@ class EntityMap:
         entities: One row per entity, columns ``arg0 .. arg{k-1}`` (strings).
         features: float32 (entities, features), or None when the map has no feature columns.
 
-    Example:
+    Examples:
         >>> EntityMap(pd.DataFrame({"arg0": ["a"]}), None).entities.shape
         (1, 1)
     """
@@ -140,7 +140,7 @@ def read_entity_map(pred: PredicateSpec) -> EntityMap | None:
     Raises:
         ModelFileError: Missing or empty file, short or ragged rows, non-numeric features (with the line).
 
-    Example:
+    Examples:
         >>> from pslbridge.model_files import NeuralSpec, PredicateSpec
         >>> read_entity_map(PredicateSpec("Digit", 2, neural=NeuralSpec(10))) is None
         True
@@ -196,7 +196,7 @@ def neural_target_table(spec: ModelSpec, pred: PredicateSpec, entity_map: Entity
     Raises:
         ModelFileError: Neither targets nor an entity-data map.
 
-    Example:
+    Examples:
         >>> from pslbridge.model_files import ModelSpec
         >>> spec = ModelSpec.from_python(rules=["1: D(I, X) -> L(I, X)"], predicates={"D": 2, "L": 2},
         ...                              neural={"D": 2}, targets={"L": [("a", "0")]})

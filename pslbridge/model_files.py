@@ -7,7 +7,7 @@ Nothing here touches Java: the result, a :class:`ModelSpec`, is what
 :mod:`pslbridge.program` grounds. Every problem is reported as a
 :class:`~pslbridge.errors.ModelFileError` naming the file, line, rule or predicate.
 
-Example:
+Examples:
     >>> spec = ModelSpec.from_python(
     ...     rules=["1.0: Friend(A, B) & Smokes(A) -> Smokes(B) ^2"],
     ...     predicates={"Friend": 2, "Smokes": 1},
@@ -88,7 +88,7 @@ def _predicate_type(ptype: Any) -> str | None:
 class RuleSpec:
     """One rule's text and where it came from.
 
-    Example:
+    Examples:
         >>> RuleSpec("1: A(X) -> B(X)", path="m.psl", line=2).where()
         'm.psl:2'
     """
@@ -114,7 +114,7 @@ class NeuralSpec:
         entity_data_map_path: Optional TSV of entity arguments followed by features.
         options: Every option given (NeuPSL keys such as ``model-path`` included).
 
-    Example:
+    Examples:
         >>> NeuralSpec(class_size=10).class_size
         10
     """
@@ -134,7 +134,7 @@ class EvaluationSpec:
         options: Options applied while the evaluator is built (e.g. ``categoricalevaluator.defaultpredicate``).
         primary: The evaluation PSL's learners would select on.
 
-    Example:
+    Examples:
         >>> EvaluationSpec("DiscreteEvaluator").primary
         False
     """
@@ -159,7 +159,7 @@ class PredicateSpec:
             PSL); pslbridge computes it with a Python callable (``Bridge(..., functions={name: fn})``).
         evaluations: Evaluations of this predicate declared in the model (run by :meth:`pslbridge.Bridge.evaluate`).
 
-    Example:
+    Examples:
         >>> PredicateSpec("Knows", 2).types
         ['UniqueStringID', 'UniqueStringID']
     """
@@ -195,7 +195,7 @@ class DataTable:
         origin: The file path, or a description for in-memory data.
         lines: The 1-based source line of each row (files only).
 
-    Example:
+    Examples:
         >>> t = DataTable("Knows", "targets", np.array([["a", "b"]], dtype=object), None, "<python>")
         >>> len(t)
         1
@@ -234,7 +234,7 @@ class ModelSpec:
         source: Where the model was read from.
         observed_labels: Target predicates that :meth:`observe_labels` turned into observations at their labels.
 
-    Example:
+    Examples:
         >>> spec = ModelSpec.from_python(rules=["1: A(X) -> B(X) ^2"], predicates={"A": 1, "B": 1},
         ...                              observations={"A": [("x",)]}, targets={"B": [("x",)]})
         >>> spec.is_closed("A"), spec.is_closed("B")
@@ -299,7 +299,7 @@ class ModelSpec:
         Returns:
             The copy (the original is unchanged); ``self`` when no predicate is fully labelled.
 
-        Example:
+        Examples:
             >>> spec = ModelSpec.from_python(rules=["1: OlA(X) -> OlB(X) ^2", "1: OlB(X) -> OlC(X) ^2"],
             ...     predicates={"OlA": 1, "OlB": 1, "OlC": 1}, observations={"OlA": [("x", 1.0)]},
             ...     targets={"OlB": [("x",)], "OlC": [("x",)]}, truth={"OlC": [("x", 1.0)]})
@@ -368,7 +368,7 @@ class ModelSpec:
         Raises:
             ModelFileError: The file is unreadable or not a valid config.
 
-        Example:
+        Examples:
             >>> spec = ModelSpec.from_runtime_config("models/simple-acquaintances/simple-acquaintances.json")
             >>> len(spec.rules), sorted(spec.predicates)
             (6, ['KNOWS', 'LIKES', 'LIVED'])
@@ -398,7 +398,7 @@ class ModelSpec:
         a list of paths; the ``learn:`` / ``infer:`` sub-keys of the CLI's split form are
         accepted too. Paths are relative to the ``.data`` file.
 
-        Example:
+        Examples:
             >>> stem = "models/simple-acquaintances/simple-acquaintances"
             >>> spec = ModelSpec.from_cli_files(stem + ".psl", stem + ".data")
             >>> spec.is_closed("Lived"), spec.is_closed("Knows")
@@ -440,7 +440,7 @@ class ModelSpec:
         Raises:
             ModelFileError: A rule, declaration or row is malformed.
 
-        Example:
+        Examples:
             >>> spec = ModelSpec.from_python(rules="1: A(X) -> B(X)", predicates={"A": 1, "B": 1})
             >>> spec.rules[0].text
             '1: A(X) -> B(X)'
@@ -595,7 +595,7 @@ def parse_rules_text(text: str, path: str | None) -> list[RuleSpec]:
 
     ``#`` and ``//`` comment lines and blank lines are skipped.
 
-    Example:
+    Examples:
         >>> [r.text for r in parse_rules_text("# c\n1: A(X) -> B(X) ^2\n\nA(X) = 1 .", None)]
         ['1: A(X) -> B(X) ^2', 'A(X) = 1 .']
     """
@@ -614,7 +614,7 @@ def read_rules_file(path: str | Path) -> list[RuleSpec]:
     Raises:
         ModelFileError: The file cannot be read or holds no rule.
 
-    Example:
+    Examples:
         >>> read_rules_file("models/simple-acquaintances/simple-acquaintances.psl")[0].line
         3
     """
@@ -642,7 +642,7 @@ def read_data_file(path: str | Path, spec: PredicateSpec, partition: str, shown_
     Raises:
         ModelFileError: Missing file, wrong column count, bad truth value (with line).
 
-    Example:
+    Examples:
         >>> table = read_data_file("models/simple-acquaintances/data/lived_obs.txt", PredicateSpec("Lived", 2),
         ...                        "observations")
         >>> table.args[0].tolist(), int(table.lines[0])
@@ -1176,7 +1176,7 @@ def load_model(path: str | Path, data: str | Path | None = None, *, phase: str =
     Raises:
         ModelFileError: Unknown extension or any problem in the files.
 
-    Example:
+    Examples:
         >>> load_model("models/simple-acquaintances/simple-acquaintances.json", phase="learn").phase
         'learn'
     """

@@ -5,7 +5,7 @@ an update from ``∂loss/∂prediction`` (:meth:`Network.backward`), and its sta
 get an adapter (:class:`KerasNetwork`); :class:`TableNetwork` is a dependency-free network (a softmax over a
 learnable logit table) so that training logic can be tested and demonstrated without TensorFlow.
 
-Example:
+Examples:
     >>> net = TableNetwork(entities=2, classes=3, learning_rate=1.0, seed=0)
     >>> net.forward().shape
     (2, 3)
@@ -28,7 +28,7 @@ __all__ = ["KerasNetwork", "Network", "TableNetwork", "as_network"]
 class Network(Protocol):
     """What a training loop needs from a network bound to a neural predicate.
 
-    Example:
+    Examples:
         >>> isinstance(TableNetwork(1, 2), Network)
         True
     """
@@ -59,7 +59,7 @@ class TableNetwork:
         learning_rate: Step size on the logits.
         seed: Seed of the initial logits (small random values).
 
-    Example:
+    Examples:
         >>> TableNetwork(3, 4, seed=1).forward().sum(axis=1).round(6).tolist()
         [1.0, 1.0, 1.0]
     """
@@ -102,7 +102,7 @@ class KerasNetwork:
             inside one graph, as NeuPSL's fit does; on CPU faster than an eager tape across the PSL call).
             False keeps one eager ``GradientTape`` from :meth:`forward` to :meth:`backward`.
 
-    Example:
+    Examples:
         >>> import keras
         >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(3, activation="softmax")])
         >>> net = KerasNetwork(model, np.ones((4, 2), dtype=np.float32))
@@ -190,7 +190,7 @@ class KerasNetwork:
 def as_network(model: Any, inputs: Any = None, optimizer: Any = None, compiled: bool = True) -> Network:
     """``model`` itself when it is a :class:`Network`, else a :class:`KerasNetwork` over it.
 
-    Example:
+    Examples:
         >>> net = TableNetwork(1, 2)
         >>> as_network(net) is net
         True

@@ -5,7 +5,7 @@ and pandas DataFrames indexed by entity. Everything becomes a C-contiguous float
 array of shape ``(n_entities, n_classes)`` or a :class:`~pslbridge.errors.NeuralInputError`
 naming the predicate and what was expected.
 
-Example:
+Examples:
     >>> import numpy as np
     >>> as_prediction_array("Digit", np.full((2, 3), 1 / 3), (2, 3)).dtype
     dtype('float32')
@@ -61,7 +61,7 @@ def as_prediction_array(
     Raises:
         NeuralInputError: Wrong type, shape, dtype, NaN/inf, or values outside [0, 1].
 
-    Example:
+    Examples:
         >>> as_prediction_array("Digit", [[0.5, 2.0]], (1, 2))  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...

@@ -8,7 +8,7 @@ given. The config runs in a new interpreter (PSL keeps static state, and a JVM t
 declared a ``DeepPredicate`` refuses such configs), through
 PSL's ``Runtime.serializedRun`` (see :func:`pslbridge.jvm.run_psl_runtime`).
 
-Example:
+Examples:
     >>> import pslbridge
     >>> tight = {"admmreasoner.maxiterations": "20000", "admmreasoner.epsilonabs": "1e-7",
     ...          "admmreasoner.epsilonrel": "1e-7"}
@@ -61,7 +61,7 @@ def spec_to_runtime_config(
     Returns:
         A dict ready for ``json.dumps``, with the data under the ``infer`` or ``learn`` split.
 
-    Example:
+    Examples:
         >>> from pslbridge.model_files import ModelSpec
         >>> spec = ModelSpec.from_python(rules=["1: A(X) -> B(X) ^2"], predicates={"A": 1, "B": 1},
         ...                              observations={"A": [("x", 1.0)]}, targets={"B": [("x",)]})
@@ -147,7 +147,7 @@ class RuntimeOutput:
         log: PSL's log output.
         evaluations: What the Runtime reported of each declared evaluation (``"<predicate> ... <stats>"``).
 
-    Example:
+    Examples:
         >>> out = RuntimeOutput(pd.DataFrame({"predicate": ["KNOWS"], "arguments": [("a", "b")], "value": [0.5],
         ...                                   "observed": [False]}), [], None, "")
         >>> out.values("Knows", pd.DataFrame({"arg0": ["a"], "arg1": ["b"]}))
@@ -212,7 +212,7 @@ def run_runtime(
     Raises:
         EngineError: The child process failed.
 
-    Example:
+    Examples:
         >>> from pslbridge.model_files import load_model
         >>> out = run_runtime(load_model("models/simple-acquaintances/simple-acquaintances.json"))
         >>> out.atoms.predicate.unique().tolist(), out.objective > 0

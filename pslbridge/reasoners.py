@@ -35,7 +35,7 @@ them before every dual solve (the first solve after a push saw stale predictions
 Warm starts: every solve starts from the previous state unless ``reset=True``; dual BCD keeps its dual variables
 across solves, so consecutive learning steps on drifting predictions take few iterations.
 
-Example:
+Examples:
     >>> DualBCDOptions(primal_dual_threshold=1e-4).to_psl()["duallcqp.primaldualthreshold"]
     '0.0001'
 """
@@ -74,7 +74,7 @@ class DualBCDOptions:
         first_order_break: Also stop when the dual gradient's max-norm is below ``first_order_threshold``.
         first_order_threshold: ``duallcqp.firstorderthreshold``.
 
-    Example:
+    Examples:
         >>> import pslbridge
         >>> opts = DualBCDOptions(primal_dual_threshold=1e-5).to_psl()
         >>> with pslbridge.Bridge("models/simple-acquaintances/simple-acquaintances.json", reasoner="dualbcd",

@@ -1,6 +1,6 @@
 """What :meth:`pslbridge.Bridge.infer` and :meth:`pslbridge.Bridge.learn_step` return.
 
-Example:
+Examples:
     >>> r = InferenceResult({"Label": np.array([0.2, 0.7, 0.6, 0.1])}, 0.5, 0, 10, {},
     ...     {"Label": pd.DataFrame({"arg0": ["a", "a", "b", "b"], "arg1": ["x", "y", "x", "y"]})})
     >>> r.to_frame("Label").value.round(1).tolist()
@@ -30,7 +30,7 @@ def find_key(mapping: Mapping[str, Any], predicate: str) -> str:
     Raises:
         KeyError: No such predicate.
 
-    Example:
+    Examples:
         >>> find_key({"Knows": 1}, "KNOWS")
         'Knows'
     """
@@ -43,7 +43,7 @@ def find_key(mapping: Mapping[str, Any], predicate: str) -> str:
 def java_float_text(value: float) -> str:
     """A float32 written as Java's ``Float.toString`` writes it (how PSL's CLI writes atom values).
 
-    Example:
+    Examples:
         >>> [java_float_text(v) for v in (1.0, 1 / 3, 1e-4, 12345678.0)]
         ['1.0', '0.33333334', '1.0E-4', '1.2345678E7']
     """
@@ -65,7 +65,7 @@ def psl_tsv(frame: pd.DataFrame, values: np.ndarray, order: np.ndarray | None = 
         values: The values, aligned with ``frame``.
         order: Row order (PSL writes atoms in its atom-store order); default: as given.
 
-    Example:
+    Examples:
         >>> print(psl_tsv(pd.DataFrame({"arg0": ['"D"', "o'k"]}), np.array([0.5, 1.0])), end="")
         "D" 0.5
         o\'k 1.0
@@ -90,7 +90,7 @@ class InferenceResult:
         iterations: Reasoner iterations (None if PSL did not report them).
         timings: Seconds spent in ``push``, ``solve`` and ``read``.
 
-    Example:
+    Examples:
         >>> r = InferenceResult({"Knows": np.array([0.25, 0.75])}, 1.5, 0, 12, {"solve": 0.01})
         >>> r["knows"], r.objective
         (array([0.25, 0.75]), 1.5)
@@ -109,7 +109,7 @@ class InferenceResult:
     def to_frame(self, predicate: str) -> pd.DataFrame:
         """The atoms' arguments (``arg0 ..``) and their inferred ``value``.
 
-        Example:
+        Examples:
             >>> frames = {"A": pd.DataFrame({"arg0": ["x"]})}
             >>> InferenceResult({"A": np.array([0.5])}, 0.0, 0, 1, {}, frames).to_frame("a")
               arg0  value
@@ -126,7 +126,7 @@ class InferenceResult:
         For a categorical predicate such as ``Sum(Img1, Img2, Z)`` this is the predicted class per entity,
         one row per entity in first-seen order.
 
-        Example:
+        Examples:
             >>> InferenceResult({"S": np.array([0.1, 0.9])}, 0.0, 0, 1, {},
             ...                 {"S": pd.DataFrame({"arg0": ["a", "a"], "arg1": ["1", "2"]})}).argmax("S")
               arg0 arg1  value
@@ -146,7 +146,7 @@ class InferenceResult:
             The entity rows (all arguments but the last, first-seen order), the class labels (last argument,
             first-seen order) and the float32 matrix (NaN where an atom is absent).
 
-        Example:
+        Examples:
             >>> r = InferenceResult({"S": np.array([0.1, 0.9, 0.4])}, 0.0, 0, 1, {},
             ...     {"S": pd.DataFrame({"arg0": ["a", "a", "b"], "arg1": ["1", "2", "1"]})})
             >>> entities, classes, m = r.matrix("S")
@@ -186,8 +186,8 @@ class LearnResult:
             constraint terms, so the neural gradient then ignores them.
         details: Loss-specific values (penalty coefficients, supervised loss, ...).
 
-    Example:
-        >>> from pslbridge.experiments.mnist_add import add1_spec
+    Examples:
+        >>> from pslbridge.examples.mnist_addition import add1_spec
         >>> with Bridge(add1_spec([(0, 1)], sums=[3], phase="learn")) as b:
         ...     step = b.learn_step({"Neural": np.full((2, 10), 0.1)})
         >>> step.neural_gradients["Neural"].shape, step.labelled_atoms, step.loss >= 0
@@ -214,7 +214,7 @@ class LearnResult:
 
         The neural gradients are ``out.atom_gradient`` at each neural block's atoms (timed as ``read``).
 
-        Example:
+        Examples:
             >>> from pslbridge.losses import LossOutput
             >>> out = LossOutput(0.5, 0.5, None, np.zeros(program.atom_count))
             >>> LearnResult.from_step(program, out, program.rule_weights, {}).labelled_atoms

@@ -5,7 +5,7 @@ against its predicates (unknown names, wrong arity, negative weights), finding w
 predicates, and estimating groundings. Quoted constants are skipped, ``@Max[...]``-style functions are not
 atoms, and atoms inside a ``{...}`` selection are reported with ``in_selection=True``.
 
-Example:
+Examples:
     >>> [(a.predicate, a.args, a.negated, a.side) for a in rule_atoms("3: Knows(A, B) & !Lived(A, 'x') -> Likes(A, B)")]
     [('Knows', ('A', 'B'), False, 'body'), ('Lived', ('A', "'x'"), True, 'body'), ('Likes', ('A', 'B'), False, 'head')]
     >>> rule_weight("0.5: A(X) -> B(X) ^2"), rule_weight("A(X) -> B(X) .")
@@ -35,7 +35,7 @@ class AtomRef:
         side: ``"body"`` or ``"head"`` of a logical rule, ``"arithmetic"`` otherwise.
         in_selection: Inside a ``{...}`` selection clause of an arithmetic rule.
 
-    Example:
+    Examples:
         >>> AtomRef("A", ("X",), False, "body", False).arity
         1
     """
@@ -101,7 +101,7 @@ def _side_of(masked: str, position: int) -> str:
 def rule_atoms(text: str) -> list[AtomRef]:
     """The atoms of a rule, in the order written.
 
-    Example:
+    Examples:
         >>> [a.predicate for a in rule_atoms("1: Neural(I, +X) >= Sum(I, Z) ^2 {X: Possible(X, Z)}")]
         ['Neural', 'Sum', 'Possible']
         >>> rule_atoms("1: @Max[A(X), 0] >= 0")[0].predicate
@@ -135,7 +135,7 @@ def rule_atoms(text: str) -> list[AtomRef]:
 def predicates_in(text: str) -> set[str]:
     """Upper-cased names of the predicates a rule uses.
 
-    Example:
+    Examples:
         >>> sorted(predicates_in("1: a(X) & B(X) -> !a(X) ^2"))
         ['A', 'B']
     """
@@ -145,7 +145,7 @@ def predicates_in(text: str) -> set[str]:
 def rule_weight(text: str) -> float | None:
     """The weight written before ``:`` (None for a hard constraint or when none is written).
 
-    Example:
+    Examples:
         >>> rule_weight("-2: A(X) -> B(X)")
         -2.0
     """

@@ -12,9 +12,9 @@ mini-batches: several ground programs (:class:`Batch`) sharing one network per n
 
 TensorFlow is imported lazily; without it this module still imports.
 
-Example:
+Examples:
     >>> from pslbridge import Bridge
-    >>> from pslbridge.experiments.mnist_add import add1_spec
+    >>> from pslbridge.examples.mnist_addition import add1_spec
     >>> from pslbridge.networks import TableNetwork
     >>> bridge = Bridge(add1_spec([(0, 1)], sums=[18], phase="learn"))   # 9 + 9
     >>> net = TableNetwork(2, 10, learning_rate=10.0)
@@ -54,7 +54,7 @@ log = logging.getLogger(__name__)
 def set_seed(seed: int) -> None:
     """Seed Python, numpy and TensorFlow/Keras (when installed) for repeatable runs.
 
-    Example:
+    Examples:
         >>> set_seed(0)
     """
     random.seed(seed)
@@ -79,7 +79,7 @@ class NeuralBinding:
         optimizer: A Keras optimizer (default: the model's compiled optimizer, else Adam 1e-3).
         compiled: Keras models: graph-compiled forward and backward passes (default).
 
-    Example:
+    Examples:
         >>> from pslbridge.networks import TableNetwork
         >>> NeuralBinding("Neural", TableNetwork(4, 10)).rows
         4
@@ -104,7 +104,7 @@ class NeuralBinding:
     def predict(self, training: bool = False) -> np.ndarray:
         """The model's predictions for every entity (no update).
 
-        Example:
+        Examples:
             >>> from pslbridge.networks import TableNetwork
             >>> NeuralBinding("Neural", TableNetwork(2, 3)).predict().shape
             (2, 3)
@@ -122,9 +122,9 @@ class Batch:
         bridge: The batch's training program (``phase="learn"``).
         bindings: One :class:`NeuralBinding` per neural predicate, with this batch's entity rows.
 
-    Example:
+    Examples:
         >>> from pslbridge import Bridge
-        >>> from pslbridge.experiments.mnist_add import add1_spec
+        >>> from pslbridge.examples.mnist_addition import add1_spec
         >>> from pslbridge.networks import TableNetwork
         >>> with Bridge(add1_spec([(0, 1)], sums=[3], phase="learn")) as bridge:
         ...     len(Batch(bridge, [NeuralBinding("Neural", TableNetwork(2, 10))]).bindings)
@@ -139,7 +139,7 @@ class Batch:
 class History:
     """Per-epoch metrics, like Keras' ``History``.
 
-    Example:
+    Examples:
         >>> h = History(); h.append({"energy": 1.0}); h.history
         {'energy': [1.0]}
     """
@@ -169,9 +169,9 @@ class Trainer:
         compiled: Override every Keras binding's ``compiled`` (graph-compiled passes, or one eager tape across
             the PSL call); None keeps each binding's own.
 
-    Example:
+    Examples:
         >>> from pslbridge import Bridge
-        >>> from pslbridge.experiments.mnist_add import add1_spec
+        >>> from pslbridge.examples.mnist_addition import add1_spec
         >>> from pslbridge.networks import TableNetwork
         >>> bridge = Bridge(add1_spec([(0, 1), (2, 3)], sums=[0, 18], phase="learn"))
         >>> trainer = Trainer(bridge, [NeuralBinding("Neural", TableNetwork(4, 10, learning_rate=5.0))],
@@ -237,9 +237,9 @@ class Trainer:
             ConfigurationError: No batch, or a batch binds other predicates, networks or
                 optimizers than the first, or its inputs do not match its program.
 
-        Example:
+        Examples:
             >>> from pslbridge import Bridge
-            >>> from pslbridge.experiments.mnist_add import add1_spec
+            >>> from pslbridge.examples.mnist_addition import add1_spec
             >>> from pslbridge.networks import TableNetwork
             >>> net = TableNetwork(2, 10)
             >>> parts = [Bridge(add1_spec([(0, 1)], sums=[3], phase="learn")),

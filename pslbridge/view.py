@@ -3,7 +3,7 @@
 :class:`ProgramView` is the read-only half of :class:`pslbridge.Bridge` (the other half pushes predictions,
 solves and learns); it speaks pandas and numpy only.
 
-Example:
+Examples:
     >>> import pslbridge
     >>> with pslbridge.Bridge("models/simple-acquaintances/simple-acquaintances.json") as bridge:
     ...     bridge.target_predicates, bridge.neural_predicates, len(bridge.rules)
@@ -28,8 +28,8 @@ __all__ = ["ProgramView"]
 class ProgramView:
     """Read-only facts of a grounded program (the base of :class:`pslbridge.Bridge`).
 
-    Example:
-        >>> from pslbridge.experiments.mnist_add import add1_spec
+    Examples:
+        >>> from pslbridge.examples.mnist_addition import add1_spec
         >>> with Bridge(add1_spec([(0, 1)])) as bridge:
         ...     bridge.neural_shape("Neural"), bridge.classes("Neural")[:3]
         ((2, 10), ['0', '1', '2'])
@@ -71,8 +71,8 @@ class ProgramView:
     def entities(self, predicate: str) -> pd.DataFrame:
         """The entity rows of a neural predicate, in the row order :meth:`infer` expects.
 
-        Example:
-            >>> from pslbridge.experiments.mnist_add import add1_spec
+        Examples:
+            >>> from pslbridge.examples.mnist_addition import add1_spec
             >>> with Bridge(add1_spec([(0, 1)])) as b:
             ...     b.entities("Neural").arg0.tolist()
             ['0', '1']
@@ -115,7 +115,7 @@ class ProgramView:
         Setting them checks the count, and that each is a finite, non-negative number within float32's range
         (PSL stores weights as float32); anything else raises :class:`~pslbridge.errors.ConfigurationError`.
 
-        Example:
+        Examples:
             >>> with Bridge("models/simple-acquaintances/simple-acquaintances.json") as b:
             ...     b.rule_weights = b.rule_weights * 2
             ...     b.rule_weights.round(2).tolist()
@@ -158,7 +158,7 @@ class ProgramView:
         (the evaluator's representative metric), ``normalized``, ``higher_is_better``, ``stats`` (what the jar
         prints).
 
-        Example:
+        Examples:
             >>> from pslbridge.model_files import EvaluationSpec
             >>> spec = ModelSpec.from_python(rules=["1: A(X) -> B(X) ^2", "1: !B(X) ^2"],
             ...     predicates={"A": 1, "B": 1}, observations={"A": [("x", 1.0), ("y", 0.0)]},

@@ -14,6 +14,12 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 MODELS = REPO / "models"
 
+# A checkout keeps the jar and the data in its own folders (the Makefile sets the same); an installed pslbridge
+# uses the user cache instead.
+os.environ.setdefault("PSLBRIDGE_JAR_DIR", str(REPO / "jars"))
+os.environ.setdefault("PSLBRIDGE_DATA", str(REPO / "data" / "cache"))
+os.environ.setdefault("PSLBRIDGE_PLANETOID", str(REPO / "data" / "planetoid"))
+
 #: ADMM tolerances tight enough for 1e-3 parity with the jar's Runtime.
 TIGHT = {
     "admmreasoner.maxiterations": "20000",

@@ -10,7 +10,7 @@ import pytest
 
 from pslbridge import Bridge, ClosedError, ModelFileError, NeuralInputError, load_model
 from pslbridge.errors import ConfigurationError, EngineError
-from pslbridge.experiments.mnist_add import add1_spec
+from pslbridge.examples.mnist_addition import add1_spec
 from pslbridge.model_files import ModelSpec
 
 from conftest import MODELS

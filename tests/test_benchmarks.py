@@ -10,7 +10,7 @@ pytestmark = pytest.mark.subprocess
 
 def test_resident_benchmark_smoke(tmp_path):
     proc = run_python(f"""
-        from pslbridge.benchmarks import resident
+        from benchmarks import resident
         resident.run([4], repeats=1, out=__import__("pathlib").Path({str(tmp_path)!r}), runtime_repeats=1)
     """)
     assert proc.returncode == 0, proc.stderr
@@ -29,7 +29,7 @@ def test_official_step_benchmark_smoke(tmp_path):
     proc = run_python(
         f"""
         from pathlib import Path
-        from pslbridge.benchmarks import step_time
+        from benchmarks import step_time
         step_time.run("add1-6", steps=1, repeats=1, out=Path({str(tmp_path)!r}), compiled=True)
     """,
         timeout=600,
@@ -53,7 +53,7 @@ def test_build_cost_and_accuracy_smoke(tmp_path):
     proc = run_python(
         f"""
         from pathlib import Path
-        from pslbridge.benchmarks import accuracy, build_cost, report
+        from benchmarks import accuracy, build_cost, report
         out = Path({str(tmp_path)!r})
         build_cost.run("add1-5", repeats=1, out=out)
         accuracy.run("add1-6", steps=3, seeds=[0], out=out)
@@ -72,7 +72,7 @@ def test_build_cost_and_accuracy_smoke(tmp_path):
 
 
 def test_run_tracked_measures_the_childs_peak_memory():
-    from pslbridge.benchmarks.processes import run_tracked
+    from benchmarks.processes import run_tracked
 
     code = "import time; b = bytearray(300 * 2**20); b[::4096] = b'x' * len(b[::4096]); time.sleep(0.5)"
     run = run_tracked([sys.executable, "-c", code])
@@ -81,7 +81,7 @@ def test_run_tracked_measures_the_childs_peak_memory():
 
 
 def test_report_states_each_goal_from_the_csvs(tmp_path):
-    from pslbridge.benchmarks.report import goals
+    from benchmarks.report import goals
 
     (tmp_path / "steps.csv").write_text(
         "problem,official,ratio\nadd1-300,official,3.5\nadd1-3000,official,2.5\nadd1-300,official-TRACE,9\n"
@@ -93,7 +93,7 @@ def test_report_states_each_goal_from_the_csvs(tmp_path):
 
 
 def test_overhead_benchmark_smoke(jvm_started):
-    from pslbridge.benchmarks.overhead import measure
+    from benchmarks.overhead import measure
 
     row = measure(5, repeats=1)
     assert row["atoms"] > 0 and row["solve_s"] > 0
@@ -105,11 +105,11 @@ def test_accuracy_curve_smoke(tmp_path):
     """Both contenders train on the same split; every official snapshot and every pslbridge epoch is scored on the
     same test program; the summary and the plot are written and the report states the goal."""
     pytest.importorskip("pslpython", reason="the official NeuPSL comparison needs the bench extra (pslpython)")
-    from pslbridge.benchmarks import report
+    from benchmarks import report
 
     proc = run_python(
         f"""
-        from pslbridge.benchmarks import accuracy_curve
+        from benchmarks import accuracy_curve
         flags = ["--splits", "1", "--first-split", "1", "--steps", "40", "--every", "20"]
         accuracy_curve.main([*flags, "--out", {str(tmp_path)!r}])
     """,

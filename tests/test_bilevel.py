@@ -63,7 +63,7 @@ def test_dual_bcd_inference_matches_the_jars_dual_bcd_inference():
 def test_dual_bcd_reads_the_pushed_predictions_on_its_first_solve():
     # Dual BCD reads neural (fixed) atoms from the atom objects, not the value array: a push must reach them
     # before the first solve (it did not, and the first solve decoded 3+4 and 9+9 as 9 and 9).
-    from pslbridge.experiments.mnist_add import add1_spec
+    from pslbridge.examples.mnist_addition import add1_spec
 
     probs = np.full((4, 10), 0.01, dtype=np.float32)
     probs[[0, 1, 2, 3], [3, 4, 9, 9]] = 0.91
@@ -74,7 +74,7 @@ def test_dual_bcd_reads_the_pushed_predictions_on_its_first_solve():
 
 
 def test_dual_bcd_decodes_like_admm_on_peaked_predictions_and_better_on_soft_ones():
-    from pslbridge.experiments.mnist_add import add1_spec
+    from pslbridge.examples.mnist_addition import add1_spec
 
     rng = np.random.default_rng(0)
     n = 60

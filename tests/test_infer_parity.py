@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from pslbridge import Bridge, load_model
-from pslbridge.experiments.mnist_add import add1_spec
+from pslbridge.examples.mnist_addition import add1_spec
 from pslbridge.model_files import ModelSpec
 from pslbridge.oracle import run_runtime
 

@@ -6,6 +6,8 @@ import pytest
 from pslbridge import jars
 from pslbridge.errors import JarError
 
+from conftest import REPO
+
 
 @pytest.fixture(scope="module")
 def real_jar() -> Path:
@@ -13,9 +15,9 @@ def real_jar() -> Path:
 
 
 def test_committed_checksum_matches_module_constant():
-    text = (jars._REPO_JARS / "SHA256SUMS").read_text().split()
-    assert text[0] == jars._PINNED_SHA256
+    text = (REPO / "jars" / "SHA256SUMS").read_text().split()
     assert text[1] == jars.JAR_NAME
+    assert text[0] == jars.PINNED_SHA256[jars.JAR_NAME] == jars.expected_sha256()
 
 
 def test_resolved_jar_is_verified(real_jar):

@@ -207,7 +207,7 @@ def test_heap_too_small_is_a_typed_error_and_the_process_survives():
         """
         import numpy as np
         from pslbridge import jvm, Bridge, EngineMemoryError
-        from pslbridge.experiments.mnist_add import add1_spec
+        from pslbridge.examples.mnist_addition import add1_spec
         jvm.configure(max_heap="64m")
         try:
             Bridge(add1_spec([(2 * i, 2 * i + 1) for i in range(1500)]))
@@ -299,7 +299,7 @@ def test_the_first_grounding_of_each_reasoner_warms_its_path_up_and_leaves_nothi
             return out.count((logging.INFO, False)), out.count((logging.DEBUG, True)), len(out)
         from pslbridge.model_files import ModelSpec
         from pslbridge.program import grounding
-        from pslbridge.experiments.mnist_add import add1_spec
+        from pslbridge.examples.mnist_addition import add1_spec
         print("before:", sorted(grounding._WARMED))
         with Bridge(add1_spec([(0, 1)])) as bridge:
             violated = bridge.infer({"Neural": np.full((2, 10), 0.1)}).violated_constraints
@@ -326,7 +326,7 @@ _SIGNAL_SCRIPT = """
 import sys, time
 import numpy as np
 from pslbridge import Bridge
-from pslbridge.experiments.mnist_add import add1_spec
+from pslbridge.examples.mnist_addition import add1_spec
 
 rng = np.random.default_rng(0)
 bridge = Bridge(add1_spec([(2 * i, 2 * i + 1) for i in range(600)]))

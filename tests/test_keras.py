@@ -16,7 +16,7 @@ import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from pslbridge import Bridge  # noqa: E402
-from pslbridge.experiments.mnist_add import add1_spec  # noqa: E402
+from pslbridge.examples.mnist_addition import add1_spec  # noqa: E402
 from pslbridge.keras import NeuPSLModel, ProgramData, load_neupsl  # noqa: E402
 from pslbridge.learning import WeightOptimizer  # noqa: E402
 
@@ -127,7 +127,7 @@ def test_bad_training_data_is_refused():
 _LOAD = r"""
 import json, numpy as np
 from pslbridge.keras import load_neupsl
-from pslbridge.experiments.mnist_add import digit_sum_rows, possible_digit_rows
+from pslbridge.examples.mnist_addition import digit_sum_rows, possible_digit_rows
 predictor = load_neupsl("add1.neupsl")
 data = json.load(open("data.json"))
 observations = {"ImageSumBlock": data["pairs"], "DigitSum": digit_sum_rows(), "PossibleDigits": possible_digit_rows()}

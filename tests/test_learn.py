@@ -8,7 +8,7 @@ import pytest
 
 from pslbridge import Bridge, load_model
 from pslbridge.errors import ConfigurationError
-from pslbridge.experiments.mnist_add import add1_spec, add2_spec
+from pslbridge.examples.mnist_addition import add1_spec, add2_spec
 from pslbridge.learning import WeightOptimizer
 from pslbridge.oracle import run_runtime
 

@@ -14,7 +14,7 @@ import pytest
 
 from pslbridge import Bridge, CheckpointError, EngineError, ModelFileError, NeuralInputError, checkpoints
 from pslbridge.errors import ConfigurationError
-from pslbridge.experiments.mnist_add import add1_spec
+from pslbridge.examples.mnist_addition import add1_spec
 from pslbridge.model_files import ModelSpec
 from pslbridge.networks import TableNetwork
 from pslbridge.oracle import run_runtime
@@ -136,7 +136,7 @@ def test_an_interrupted_psl_worker_is_a_keyboard_interrupt():
 _INTERRUPTS = r"""
 import time, numpy as np
 from pslbridge import Bridge, EngineError
-from pslbridge.experiments.mnist_add import add1_spec
+from pslbridge.examples.mnist_addition import add1_spec
 rng = np.random.default_rng(0)
 bridge = Bridge(add1_spec([(2 * i, 2 * i + 1) for i in range(500)]))
 probs = lambda: rng.dirichlet(np.ones(10), size=1000).astype(np.float32)
@@ -269,7 +269,7 @@ def test_runners_validate_their_options_before_any_work():
     ):
         start = time.perf_counter()
         proc = subprocess.run(
-            [sys.executable, "-m", "pslbridge.experiments", *args],
+            [sys.executable, "-m", "experiments", *args],
             capture_output=True,
             text=True,
             cwd=REPO,
@@ -277,7 +277,7 @@ def test_runners_validate_their_options_before_any_work():
         )
         assert proc.returncode == 2 and "error:" in proc.stderr, (args, proc.stderr[-2000:])
         assert time.perf_counter() - start < 60, args
-    proc = subprocess.run([sys.executable, "-m", "pslbridge.experiments", "--help"], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "experiments", "--help"], capture_output=True, text=True)
     assert proc.returncode == 0 and "mnist-add" in proc.stdout
 
 

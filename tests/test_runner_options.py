@@ -11,9 +11,9 @@ import pytest
 
 pytest.importorskip("tensorflow", reason="TensorFlow is an optional extra (pip install pslbridge[tf])")
 
-from pslbridge.experiments import mnist_add_runner  # noqa: E402
-from pslbridge.experiments.mnist_add import lenet  # noqa: E402
-from pslbridge.experiments.mnist_add_runner import Setting, WeightAverage  # noqa: E402
+from experiments import mnist_add_runner  # noqa: E402
+from experiments.mnist_add_runner import Setting, WeightAverage  # noqa: E402
+from pslbridge.examples.mnist_addition import lenet  # noqa: E402
 from pslbridge.training import set_seed  # noqa: E402
 
 TINY = {"digits": 1, "additions": 20, "test_additions": 20, "val_additions": 20, "steps_per_epoch": 4}
@@ -42,7 +42,7 @@ def test_weight_average_is_the_bias_corrected_exponential_average():
 
 def test_selection_keeps_the_averaged_network_and_training_the_raw_one(mnist, jvm_started):
     """One epoch: the selected (only) epoch's weights are the average, while the model trains on raw weights."""
-    from pslbridge.experiments.mnist_add_runner import NeuPSLRun, split_data
+    from experiments.mnist_add_runner import NeuPSLRun, split_data
 
     setting = Setting(**TINY, epochs=1, weight_average=0.5)
     run = NeuPSLRun(setting, 0, 3, split_data(setting, 0, 3, mnist[1], mnist[3]), mnist)
@@ -65,8 +65,8 @@ def test_add2_run_in_evaluation_blocks_validates_and_tests_as_one_program(mnist,
     fitted network."""
     import keras
 
-    from pslbridge.experiments.mnist_add import prepare_images
-    from pslbridge.experiments.mnist_add_runner import NeuPSLRun, initial_network, split_data
+    from experiments.mnist_add_runner import NeuPSLRun, initial_network, split_data
+    from pslbridge.examples.mnist_addition import prepare_images
 
     add2 = {"digits": 2, "additions": 12, "test_additions": 14, "val_additions": 10, "model": "neupsl"}
     caps = {"admm_iterations": 20, "eval_admm_iterations": 150, "test_admm_iterations": 150, "eval_reasoner": "admm"}
@@ -97,7 +97,7 @@ def test_add2_run_with_observed_labels_learns_from_smaller_training_programs(mni
     """``labels="observed"``: every training program grounds its sums as observations (fewer terms than the
     fixed-label programs of the same batches), validation and test programs still solve for the sums, and the
     steps learn (the energy falls over three epochs of a network not yet fitted)."""
-    from pslbridge.experiments.mnist_add_runner import NeuPSLRun, split_data
+    from experiments.mnist_add_runner import NeuPSLRun, split_data
 
     add2 = {"digits": 2, "additions": 12, "test_additions": 6, "val_additions": 6, "model": "neupsl"}
     setting = Setting(
@@ -324,7 +324,7 @@ def test_reproduce_runs_the_four_sizes_defaults_longest_first_and_refuses_schedu
 
 
 def test_search_takes_add2_with_the_runner_defaults_as_its_base(monkeypatch, tmp_path):
-    from pslbridge.experiments import search
+    from experiments import search
 
     captured = {}
 
@@ -354,7 +354,7 @@ def test_search_takes_add2_with_the_runner_defaults_as_its_base(monkeypatch, tmp
 def test_results_of_another_schedule_under_the_same_name_are_never_averaged_together(tmp_path):
     """A results folder holding an older default's rows (same setting name and seed, another learning rate or ADMM
     cap) shows each schedule on its own line with its own splits, instead of one mean over them."""
-    from pslbridge.experiments.reporting import append_csv
+    from experiments.reporting import append_csv
 
     fields = ["setting", "split", "seed", "method", "sum_acc", "digits", "additions", "overlap", "wall_s"]
     fields += ["epochs", "steps_per_epoch", "batches", "admm_iterations", "learning_rate"]
@@ -381,8 +381,8 @@ def test_citation_and_sudoku_tables_keep_other_hyper_parameters_on_their_own_lin
     named by the fields that differ from the defaults, instead of one mean over both."""
     from dataclasses import asdict
 
-    from pslbridge.experiments import citation_runner, visual_sudoku_runner
-    from pslbridge.experiments.reporting import append_csv
+    from experiments import citation_runner, visual_sudoku_runner
+    from experiments.reporting import append_csv
 
     module = citation_runner if runner == "citation" else visual_sudoku_runner
     defaults = asdict(
@@ -509,7 +509,7 @@ def test_a_slow_start_restarts_from_a_new_network_and_selection_spans_every_atte
     """Invariants of a restart: a run judged after 1 epoch against an unreachable 100 % restarts as often as allowed
     (each time from a new initialisation), trains the full schedule after the last restart, records every epoch
     it trained, and keeps the best validation epoch over all attempts; without a threshold nothing restarts."""
-    from pslbridge.experiments.mnist_add_runner import NeuPSLRun, split_data
+    from experiments.mnist_add_runner import NeuPSLRun, split_data
 
     setting = Setting(**TINY, epochs=3, restart_below=100, restart_epochs=1, max_restarts=2)
     data = split_data(setting, 0, 3, mnist[1], mnist[3])
@@ -590,7 +590,7 @@ def test_decoding_temperature_is_chosen_on_validation_and_the_test_decodes_at_it
     predictions (every digit's true class at 0.3) decode few MNIST-Add2 sums at temperature 1 (the ``Sum`` atoms
     stay flat) and all of them sharpened, so the run picks the sharpest candidate that scores best and tests at it;
     peaked predictions decode the same at every temperature, and the first candidate (1) wins the tie."""
-    from pslbridge.experiments.mnist_add_runner import EvalPrograms, NeuPSLRun, sharpen, split_data
+    from experiments.mnist_add_runner import EvalPrograms, NeuPSLRun, sharpen, split_data
 
     add2 = {"digits": 2, "additions": 12, "test_additions": 10, "val_additions": 12, "model": "neupsl"}
     caps = {"admm_iterations": 20, "eval_admm_iterations": 100, "test_admm_iterations": 300, "eval_reasoner": "admm"}
@@ -654,8 +654,8 @@ def test_visual_sudoku_records_each_invocations_wall_time_and_the_runs_it_ran(mo
     reproduce-visual-sudoku``'s two invocations do."""
     from dataclasses import asdict
 
-    from pslbridge.experiments import visual_sudoku_runner
-    from pslbridge.experiments.reporting import write_rows
+    from experiments import visual_sudoku_runner
+    from experiments.reporting import write_rows
 
     def fake_run_split(setting, split, seed, out, baselines):
         row = {"setting": setting.name, "split": split, "seed": seed, "method": "NeuPSL", "puzzle_acc": 50.0}
@@ -684,7 +684,7 @@ def test_patience_trains_the_last_start_past_epochs_only_while_it_improves(mnist
     it has not risen for ``patience`` epochs; one that stopped improving earlier ends at ``epochs`` exactly as
     without patience; one that always improves ends at the cap. A restarted start's epochs do not count: patience
     is judged on the last start's own scores."""
-    from pslbridge.experiments.mnist_add_runner import NeuPSLRun, split_data
+    from experiments.mnist_add_runner import NeuPSLRun, split_data
 
     def trained(setting: Setting, scores: list[float]) -> list[int]:
         data = split_data(setting, 0, 3, mnist[1], mnist[3])
@@ -743,7 +743,7 @@ def test_select_on_better_judges_restarts_and_selection_on_the_better_of_decoded
     """Scripted validation scores (the training is real): with ``select_on="better"`` a start whose decoded sums
     are slow but whose digits compose the sums well is not restarted, and selection keeps the epoch where the
     better of the two scores is highest; ``"decoded"`` (the default) judges the decoded sums alone."""
-    from pslbridge.experiments.mnist_add_runner import NeuPSLRun, split_data
+    from experiments.mnist_add_runner import NeuPSLRun, split_data
 
     # (decoded, composed) per epoch, in the order the epochs are evaluated.
     script = [(0.4, 0.6), (0.5, 0.9), (0.6, 0.6), (0.7, 0.7)]
@@ -791,7 +791,7 @@ def test_validate_split_reports_the_best_validation_epoch_of_its_own_logs(mnist,
     """``validate_split`` (the search's trial) trains one split on validation only: its score and epoch are the
     best of the per-epoch validation scores it reported (ties: the later epoch, as selection keeps), and it says
     how many epochs the start trained."""
-    from pslbridge.experiments.mnist_add_runner import validate_split
+    from experiments.mnist_add_runner import validate_split
 
     scores: list[float] = []
     setting = Setting(**TINY, epochs=3)

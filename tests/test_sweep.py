@@ -14,11 +14,11 @@ from dataclasses import asdict, replace
 
 import pytest
 
+from experiments import citation_runner, mnist_add_runner
+from experiments.mnist_add_runner import Setting
+from experiments.sweep import THREAD_VARIABLES, Run, run_all
 from pslbridge.datasets.planetoid import default_dir
 from pslbridge.errors import ConfigurationError
-from pslbridge.experiments import citation_runner, mnist_add_runner
-from pslbridge.experiments.mnist_add_runner import Setting
-from pslbridge.experiments.sweep import THREAD_VARIABLES, Run, run_all
 
 from conftest import REPO, run_python
 
@@ -42,7 +42,7 @@ def _kill_first_task(prefix: str, proc: subprocess.Popen) -> int | None:
 _SWEEP = """
 import json, sys
 from pathlib import Path
-from pslbridge.experiments.sweep import Run, run_all
+from experiments.sweep import Run, run_all
 runs = [Run(**r) for r in json.loads(sys.argv[1])]
 seen = []
 results = run_all(runs, Path(sys.argv[2]), workers=2, retries=2, on_result=lambda run, _: seen.append(run.key))
@@ -63,16 +63,16 @@ def test_ray_sweep_matches_the_sequential_runs_and_survives_a_killed_worker(tmp_
     mnist_runs = [
         Run(
             f"add1-split{k}",
-            "pslbridge.experiments.mnist_add_runner:run_split_task",
+            "experiments.mnist_add_runner:run_split_task",
             {"setting": asdict(TINY), "split": k, "seed": 3, "baseline": False},
         )
         for k in (0, 1)
     ]
     cora = {"name": "cora", "overrides": {"steps": 3}, "seed": 0, "data_dir": None}
-    task = "pslbridge.experiments.citation_runner:run_split_task"
+    task = "experiments.citation_runner:run_split_task"
     cora_run = Run("cora-split0", task, {**cora, "split_id": 0, "methods": ["lp_psl"]})
     bad = Run("bad", task, {**cora, "name": "pubmed", "split_id": 0, "methods": ["lp_psl"]})
-    threads = Run("threads", "pslbridge.experiments.sweep:example_run", {"x": 1})
+    threads = Run("threads", "experiments.sweep:example_run", {"x": 1})
     runs = [*mnist_runs, cora_run, bad, threads]
     env = {k: v for k, v in os.environ.items() if k not in THREAD_VARIABLES} | {"PYTHONPATH": str(REPO)}
     argv = [sys.executable, "-c", _SWEEP, json.dumps([asdict(r) for r in runs]), str(tmp_path)]
@@ -115,8 +115,8 @@ def test_ray_sweep_matches_the_sequential_runs_and_survives_a_killed_worker(tmp_
 _ORDER = """
 import json, sys
 from pathlib import Path
-from pslbridge.experiments.sweep import Run, run_all
-runs = [Run(f"run{i}", "pslbridge.experiments.sweep:example_run", {"x": i, "sleep_s": 0.5}, memory)
+from experiments.sweep import Run, run_all
+runs = [Run(f"run{i}", "experiments.sweep:example_run", {"x": i, "sleep_s": 0.5}, memory)
         for i, memory in enumerate([300, 300, 300, 200, 200, 100])]
 seen = []
 results = run_all(runs, Path(sys.argv[1]), workers=1, on_result=lambda run, _: seen.append(run.key))
@@ -145,7 +145,7 @@ def test_runner_cli_asks_for_ray_or_runs_without_it(tmp_path):
         f"""
         import sys
         sys.modules["ray"] = None  # as if Ray were not installed
-        from pslbridge.experiments.__main__ import main
+        from experiments.__main__ import main
         for args in (["--ray"], ["--workers", "2"]):
             try:
                 main(["citation", "--datasets", "cora", "--methods", "lp_psl", "--out", r"{tmp_path}", *args])
@@ -164,7 +164,7 @@ def test_search_budgets_the_epochs_a_trial_may_train_and_refuses_fractional_epoc
     """ASHA's budget (``max_t``) is the most epochs any trial may train: MNIST-Add2-150's default patience trains
     up to twice ``epochs``, so a budget of ``epochs`` would cut those trials short; an epoch field searched over a
     continuous range is a usage error, before Ray starts."""
-    from pslbridge.experiments.search import epoch_budget, main
+    from experiments.search import epoch_budget, main
 
     add2 = mnist_add_runner.default_setting(2, 150)
     assert (add2.epochs, epoch_budget(add2, {})) == (40, 80)
@@ -183,7 +183,7 @@ def test_search_chooses_on_validation_with_tune(tmp_path):
     score, and nothing about test accuracy is computed or recorded."""
     proc = run_python(
         f"""
-        from pslbridge.experiments.search import main
+        from experiments.search import main
         raise SystemExit(main(["--space", "learning_rate=choice:0.003,0.000001", "--samples", "2",
                                "--additions", "20", "--epochs", "3", "--steps-per-epoch", "5",
                                "--grace-epochs", "1", "--workers", "2", "--out", r"{tmp_path}"]))
@@ -210,8 +210,8 @@ def test_several_settings_share_one_ray_queue_and_each_gets_its_rows_and_curves(
     proc = run_python(
         f"""
         from pathlib import Path
-        from pslbridge.experiments.mnist_add_runner import Setting, run_settings
-        from pslbridge.experiments.sweep import RayOptions
+        from experiments.mnist_add_runner import Setting, run_settings
+        from experiments.sweep import RayOptions
         settings = [Setting(**s) for s in {[asdict(TINY), asdict(other)]!r}]
         run_settings(settings, 2, 3, Path(r"{tmp_path}"), baseline=False, ray=RayOptions(workers=2))
         """,

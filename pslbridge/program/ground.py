@@ -6,7 +6,7 @@ atom store alive. It is the only holder of Java objects: everything it returns i
 Python, and its pieces each own one job (:mod:`.registry`, :mod:`.grounding`, :mod:`.atoms`,
 :mod:`.labels`, :mod:`.solver`, :mod:`.terms`).
 
-Example:
+Examples:
     >>> from pslbridge.model_files import ModelSpec
     >>> spec = ModelSpec.from_python(rules=["1: GpA(X) -> GpB(X) ^2", "1: !GpB(X) ^2"],
     ...     predicates={"GpA": 1, "GpB": 1}, observations={"GpA": [("x", 1.0)]}, targets={"GpB": [("x",)]})
@@ -60,7 +60,7 @@ class GroundProgram:
     Attributes:
         lock: Held by every operation that moves values or solves; a learning step holds it throughout.
 
-    Example:
+    Examples:
         >>> program.atom_count, program.rv_count, program.term_count
         (89, 56, 446)
     """

@@ -4,7 +4,7 @@ The data go in one JSON call per table (per-row JPype calls are slow); PSL's inf
 then grounds the rules into its term store, under the program's PSL options. What comes back is a
 :class:`Grounded` holding the data store, the target and truth databases and the inference application.
 
-Example:
+Examples:
     >>> from pslbridge.program import GroundProgram
     >>> from pslbridge.model_files import ModelSpec
     >>> spec = ModelSpec.from_python(rules=["1: GrA(X) -> GrB(X) ^2"], predicates={"GrA": 1, "GrB": 1},
@@ -60,7 +60,7 @@ class Grounded:
         truth_db: The truth database (labels).
         app: The inference application: term store, reasoner, atom store.
 
-    Example:
+    Examples:
         >>> built = build(bridge.spec, {}, "admm")
         >>> int(built.grounded.atom_store.size())
         89
@@ -133,7 +133,7 @@ def ground(
     Returns:
         The grounded program's Java objects. On failure the partly built objects are closed.
 
-    Example:
+    Examples:
         >>> built = build(bridge.spec, {}, "admm")  # build() calls ground() between compiling and indexing
         >>> bool(built.terms.per_rule().sum() == program.term_count)
         True
@@ -172,7 +172,7 @@ def ground(
 class Built:
     """Everything a :class:`~pslbridge.program.GroundProgram` is made of, as :func:`build` returns it.
 
-    Example:
+    Examples:
         >>> built = build(bridge.spec, {}, "admm")
         >>> built.atoms.counts()["KNOWS"], len(built.rules.info)
         (56, 6)
@@ -205,7 +205,7 @@ def build(
         ModelFileError: The model is malformed, an unknown reasoner, or a functional predicate's callable failed.
         EngineError: PSL failed.
 
-    Example:
+    Examples:
         >>> built = build(bridge.spec, {"admmreasoner.maxiterations": "100"}, "admm")
         >>> sorted(built.timings)[:2], built.solver.dual
         (['compile', 'ground'], False)
@@ -269,7 +269,7 @@ def warm_up(reasoner: str) -> None:
     Args:
         reasoner: A key of :data:`pslbridge._java.REASONERS`.
 
-    Example:
+    Examples:
         >>> warm_up("admm")  # once per process and reasoner; later calls return at once
         >>> "admm" in _WARMED
         True

@@ -5,7 +5,7 @@ solved for. PSL's learners swap each labelled random-variable atom in the atom s
 ``ObservedAtom`` and write the truth value (``fixLabeledRandomVariables``); unfixing swaps them back.
 :class:`Labels` prepares the swapped-in blocks once, so fixing is one array copy per contiguous run.
 
-Example:
+Examples:
     >>> from pslbridge.model_files import ModelSpec
     >>> from pslbridge.program import GroundProgram
     >>> spec = ModelSpec.from_python(rules=["1: LbA(X) -> LbB(X) ^2"], predicates={"LbA": 1, "LbB": 1},
@@ -46,7 +46,7 @@ class Labels:
         latent_count: Target atoms without a label.
         fixed: Whether the labelled atoms are currently fixed.
 
-    Example:
+    Examples:
         >>> program.labels.label_index.size  # the KNOWS atoms with a truth value
         40
     """
@@ -91,7 +91,7 @@ class Labels:
     def unfixed_mask(self, atom_count: int, deep: np.ndarray) -> np.ndarray:
         """Boolean mask of the atoms a reasoner solves for now (not deep, not observed, not fixed labels).
 
-        Example:
+        Examples:
             >>> mask = program.labels.unfixed_mask(program.atom_count, program.atoms.deep_mask)
             >>> bool((mask == program.atoms.rv_mask).all())  # no neural atoms, labels not fixed
             True

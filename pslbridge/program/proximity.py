@@ -6,7 +6,7 @@ a proximity target ``p_i`` that learning moves. The targets ``p_i`` are observed
 store, read by the reasoner from their objects and from the value array, so :meth:`Proximity.set` writes
 both.
 
-Example:
+Examples:
     >>> from pslbridge.model_files import ModelSpec
     >>> from pslbridge.program import GroundProgram
     >>> spec = ModelSpec.from_python(rules=["1: PxA(X) -> PxB(X) ^2"], predicates={"PxA": 1, "PxB": 1},
@@ -45,8 +45,8 @@ class Proximity:
         weight: The proximity weight.
         terms: Ground terms added (two per target).
 
-    Example:
-        >>> from pslbridge.experiments.mnist_add import add1_spec
+    Examples:
+        >>> from pslbridge.examples.mnist_addition import add1_spec
         >>> with Bridge(add1_spec([(0, 1)], sums=[3], phase="learn"), reasoner="dualbcd") as b:
         ...     result = b.learn_step({"Neural": np.full((2, 10), 0.1)}, loss="bce")
         ...     prox = b.program.proximity(0.01)

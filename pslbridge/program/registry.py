@@ -5,7 +5,7 @@ programs use each predicate it declared, and removes a predicate when the last o
 program may declare the same name with another arity or kind. A declaration that clashes with one still in
 use is refused before anything is declared.
 
-Example:
+Examples:
     >>> from pslbridge.model_files import PredicateSpec
     >>> registry = PredicateRegistry([PredicateSpec("RegDocA", 1)], source="<doc>")
     >>> sorted(registry.declare())
@@ -31,7 +31,7 @@ _IN_USE: dict[str, int] = {}
 def in_use() -> dict[str, int]:
     """Predicates pslbridge declared and the number of open programs using each.
 
-    Example:
+    Examples:
         >>> isinstance(in_use(), dict)
         True
     """
@@ -45,7 +45,7 @@ class PredicateRegistry:
         predicates: The model's declarations.
         source: The model's source, for messages.
 
-    Example:
+    Examples:
         >>> from pslbridge.model_files import PredicateSpec
         >>> registry = PredicateRegistry([PredicateSpec("ExampleRegistered", 2)], "an example")
         >>> java = registry.declare()

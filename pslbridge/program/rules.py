@@ -1,6 +1,6 @@
 """A program's compiled rules: which are weighted or squared, and their weights (checked, float32).
 
-Example:
+Examples:
     >>> RuleSet.check_weights(np.array([1.0, 2.5]), ["1: A", "2: B"])
     >>> RuleSet.check_weights(np.array([1e39]), ["1e39: A(X) -> B(X)"])
     Traceback (most recent call last):
@@ -36,7 +36,7 @@ class RuleInfo:
         weighted: A soft rule (hard constraints are not).
         squared: A squared hinge (weighted rules only).
 
-    Example:
+    Examples:
         >>> RuleInfo("1.0: A(X) -> B(X) ^2", True, True).weighted
         True
     """
@@ -57,7 +57,7 @@ class RuleSet:
         info: What each rule is.
         weighted: Indexes of the weighted rules (the order of :attr:`weights`).
 
-    Example:
+    Examples:
         >>> len(program.rules), len(program.rule_weights)  # the hard constraint has no weight
         (6, 5)
     """

@@ -6,7 +6,7 @@ event (collected for the calling thread only, see :mod:`pslbridge._javalog`). Th
 optimise a regularised objective (``λ Σ x²`` over unfixed atoms is added); every objective and Φ this module
 reports is the unregularised one, as PSL's own ``DualBCDReasoner.optimize`` returns it.
 
-Example:
+Examples:
     >>> from pslbridge.model_files import ModelSpec
     >>> from pslbridge.program import GroundProgram
     >>> spec = ModelSpec.from_python(rules=["1: SvA(X) -> SvB(X) ^2", "1: !SvB(X) ^2"],
@@ -40,7 +40,7 @@ class SolveStats:
         violated_constraints: Hard-constraint ground rules violated at the MAP state.
         iterations: Reasoner iterations (None if the reasoner reported none).
 
-    Example:
+    Examples:
         >>> SolveStats(1.5, 0, 12).iterations
         12
     """
@@ -54,7 +54,7 @@ class SolveStats:
 class WarmStart:
     """A saved reasoner state (term states and atom values) to start a later solve from.
 
-    Example:
+    Examples:
         >>> WarmStart(None, np.zeros(2, dtype=np.float32)).values.shape
         (2,)
     """
@@ -72,7 +72,7 @@ class Solver:
         rules: The compiled rules in model order.
         weighted: Whether each rule is weighted.
 
-    Example:
+    Examples:
         >>> program.solver.dual, program.solver.solve(reset=False).iterations > 0
         (False, True)
     """

@@ -8,7 +8,7 @@ in numpy at any atom values, exactly as ``ReasonerTerm.evaluateIncompatibility``
 products). Export cost, measured on 2 cores: ~1.5 µs of Java and ~6 µs of parsing per term (3.4 M terms:
 5 s + 20 s), paid once per program and only by the features that need it.
 
-Example:
+Examples:
     >>> from pslbridge.model_files import ModelSpec
     >>> from pslbridge.program import GroundProgram
     >>> spec = ModelSpec.from_python(rules=["2: TmA(X) -> TmB(X)", "TmB(+X) <= 1 ."],
@@ -54,7 +54,7 @@ class TermTable:
         coefficients: float32 coefficient of each atom.
         constants: float32 constant of each term (the inner value is ``coefficients · x − constant``).
 
-    Example:
+    Examples:
         >>> table = program.terms.table()
         >>> table.rule.size == program.term_count, bool(table.incompatibility(program.atom_values()).min() >= 0)
         (True, True)
@@ -75,7 +75,7 @@ class TermTable:
     def inner(self, values: np.ndarray) -> np.ndarray:
         """``coefficients · x − constant`` per term, in float32 as PSL computes it.
 
-        Example:
+        Examples:
             >>> table = program.terms.table()
             >>> table.inner(program.atom_values()).shape == (program.term_count,)
             True
@@ -94,7 +94,7 @@ class TermTable:
             squared_hinge: Evaluate ``max(0, inner)²`` for every term instead (PSL's
                 ``evaluateSquaredHingeLoss``, used by the bilevel learners).
 
-        Example:
+        Examples:
             >>> bool((program.terms.table().incompatibility(program.atom_values()) >= 0).all())
             True
         """
@@ -109,7 +109,7 @@ class TermTable:
     def per_rule(self, values: np.ndarray, rule_count: int, *, squared_hinge: bool = False) -> np.ndarray:
         """Incompatibility summed per rule (float64), as PSL's learners sum it.
 
-        Example:
+        Examples:
             >>> per_rule = program.terms.table().per_rule(program.atom_values(), len(program.rules))
             >>> np.allclose(per_rule[program.weighted_rules], program.rule_potentials(), atol=1e-4)
             True
@@ -127,7 +127,7 @@ class Terms:
         rules: The program's :class:`~pslbridge.program.rules.RuleSet`.
         count: The model's terms (terms added later, such as proximity terms, follow them).
 
-    Example:
+    Examples:
         >>> program.terms.per_rule().tolist()
         [...]
     """
@@ -142,7 +142,7 @@ class Terms:
     def per_rule(self) -> np.ndarray:
         """Ground terms made by each rule (model order).
 
-        Example:
+        Examples:
             >>> int(program.terms.per_rule().sum()) == program.term_count
             True
         """
@@ -183,7 +183,7 @@ def export_terms(term_store: Any, rules: Sequence[Any], weighted: Sequence[bool]
     Returns:
         The table.
 
-    Example:
+    Examples:
         >>> from pslbridge.program.grounding import build
         >>> built = build(bridge.spec, {}, "admm")
         >>> weighted = [r.weighted for r in built.rules.info]
@@ -255,7 +255,7 @@ _ROW_COLUMNS = [
 def term_rows(table: TermTable, values: np.ndarray, atom: int, name: Callable[[int], str]) -> pd.DataFrame:
     """The terms that contain one atom, one row each (``name`` renders an atom index).
 
-    Example:
+    Examples:
         >>> atom = int(program.targets["KNOWS"].index[0])
         >>> rows = term_rows(program.terms.table(), program.atom_values(), atom, program.atoms.name)
         >>> list(rows.columns[:3]), len(rows) > 0

@@ -1,0 +1,7 @@
+"""Benchmarks (``make bench``): pslbridge against PSL's own entry points, side by side.
+
+Example:
+    >>> from benchmarks import resident
+    >>> resident.add1_problem(2, seed=0)[1].shape
+    (4, 10)
+"""
