@@ -7,3 +7,8 @@ Example:
     >>> arguments.positive_int("3")
     3
 """
+
+from pslbridge import quiet_tensorflow
+
+# These are programs, not the library: keep TensorFlow's C++ start-up noise off their output.
+quiet_tensorflow()

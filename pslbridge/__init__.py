@@ -15,7 +15,6 @@ import importlib
 import logging
 from typing import Any
 
-from . import _quiet_tf
 from ._version import __version__
 from .errors import (
     CheckpointError,
@@ -32,9 +31,6 @@ from .errors import (
 )
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
-# TensorFlow's C++ start-up noise ("Could not find cuda drivers", "failed call to cuInit") is not printed unless the
-# user chose a level (TF_CPP_MIN_LOG_LEVEL) before importing pslbridge.
-_quiet_tf.install()
 
 _LAZY = {
     "Bridge": "bridge",
@@ -43,6 +39,7 @@ _LAZY = {
     "NeuralSpec": "model_files",
     "PredicateSpec": "model_files",
     "load_model": "model_files",
+    "quiet_tensorflow": "quiet",
 }
 
 __all__ = [
@@ -64,6 +61,7 @@ __all__ = [
     "PslBridgeError",
     "__version__",
     "load_model",
+    "quiet_tensorflow",
 ]
 
 

@@ -9,7 +9,8 @@
 
 Examples:
     >>> import tempfile
-    >>> main(["infer", "models/simple-acquaintances/simple-acquaintances.json", "--output", tempfile.mkdtemp()])
+    >>> config = "pslbridge/examples/simple-acquaintances/simple-acquaintances.json"
+    >>> main(["infer", config, "--output", tempfile.mkdtemp()])
     0
 """
 
@@ -28,10 +29,10 @@ import numpy as np
 from . import jars, jvm
 from ._version import __version__
 from .errors import PslBridgeError
+from .examples import example_path
+from .quiet import quiet_tensorflow
 
 __all__ = ["environment_info", "main"]
-
-_REPO = Path(__file__).resolve().parent.parent
 
 
 def _dist_version(name: str) -> str:
@@ -174,12 +175,12 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 def _acquaintances() -> int:
     from .bridge import Bridge
 
-    model = _REPO / "models" / "simple-acquaintances" / "simple-acquaintances.json"
+    model = example_path("simple-acquaintances") / "simple-acquaintances.json"
     t0 = time.perf_counter()
     with Bridge(model) as bridge:
         t1 = time.perf_counter()
         result = bridge.infer()
-        print(f"pslbridge {__version__} demo: {model.relative_to(_REPO)}")
+        print(f"pslbridge {__version__} demo: {model.name}")
         print(
             f"  {len(bridge.rules)} rules, {bridge.atom_count} atoms, {bridge.term_count} ground terms; "
             f"start + load + ground {t1 - t0:.2f}s, MAP inference {result.timings['solve']:.3f}s "
@@ -203,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         psl          2.4.0...
         0
     """
+    quiet_tensorflow()  # a program of pslbridge's own: TensorFlow's C++ start-up noise stays off its output
     parser = argparse.ArgumentParser(prog="python -m pslbridge", description=__doc__.split("\n\n")[0])
     parser.add_argument("--version", action="version", version=f"pslbridge {__version__} (PSL 2.4.0)")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="-v: INFO, -vv: PSL's INFO too")

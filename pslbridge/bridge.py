@@ -65,7 +65,7 @@ class Bridge(ProgramView):
         EngineError: PSL failed while grounding.
 
     Examples:
-        >>> with Bridge("models/simple-acquaintances/simple-acquaintances.json") as bridge:
+        >>> with Bridge("pslbridge/examples/simple-acquaintances/simple-acquaintances.json") as bridge:
         ...     bridge.infer().violated_constraints
         0
     """
@@ -294,7 +294,7 @@ class Bridge(ProgramView):
         """Weighted objective and violated constraints at the current atom values.
 
         Examples:
-            >>> with Bridge("models/simple-acquaintances/simple-acquaintances.json") as b:
+            >>> with Bridge("pslbridge/examples/simple-acquaintances/simple-acquaintances.json") as b:
             ...     before = b.objective()[1]   # the initial values violate the symmetry constraint
             ...     _ = b.infer()
             ...     before > 0, b.objective()[1]
@@ -308,7 +308,7 @@ class Bridge(ProgramView):
         """Free the program's Java objects; the JVM stays up. Safe to call twice.
 
         Examples:
-            >>> b = Bridge("models/simple-acquaintances/simple-acquaintances.json"); b.close(); b.close()
+            >>> b = Bridge("pslbridge/examples/simple-acquaintances/simple-acquaintances.json"); b.close(); b.close()
         """
         if self._program is not None:
             program, self._program = self._program, None

@@ -126,7 +126,7 @@ def rules_table(program: GroundProgram) -> pd.DataFrame:
 
     Examples:
         >>> import pslbridge
-        >>> with pslbridge.Bridge("models/simple-acquaintances/simple-acquaintances.json") as bridge:
+        >>> with pslbridge.Bridge("pslbridge/examples/simple-acquaintances/simple-acquaintances.json") as bridge:
         ...     _ = bridge.infer()
         ...     table = rules_table(bridge.program)
         ...     int(table.weighted.sum()), int(table.ground_terms.sum()) == bridge.term_count, int(table.violated.sum())
@@ -157,7 +157,7 @@ def summary(program: GroundProgram) -> dict[str, Any]:
 
     Examples:
         >>> import pslbridge
-        >>> with pslbridge.Bridge("models/simple-acquaintances/simple-acquaintances.json") as bridge:
+        >>> with pslbridge.Bridge("pslbridge/examples/simple-acquaintances/simple-acquaintances.json") as bridge:
         ...     summary(bridge.program)["atoms_per_predicate"]
         {'KNOWS': 56, 'LIKES': 21, 'LIVED': 12}
     """
@@ -182,7 +182,7 @@ def explain(program: GroundProgram, predicate: str, *args: Any) -> pd.DataFrame:
 
     Examples:
         >>> import pslbridge
-        >>> with pslbridge.Bridge("models/simple-acquaintances/simple-acquaintances.json") as bridge:
+        >>> with pslbridge.Bridge("pslbridge/examples/simple-acquaintances/simple-acquaintances.json") as bridge:
         ...     _ = bridge.infer()
         ...     why = explain(bridge.program, "Knows", "alice", "bob")
         ...     why.attrs["atom"], list(why.columns[:3])

@@ -60,7 +60,7 @@ PSLPYTHON_WHEEL = "pslpython==2.4.1"
 _JAR_IN_WHEEL = "pslpython/psl-runtime.jar"
 #: SHA-256 of every jar pslbridge accepts; a test checks it equals the repository's jars/SHA256SUMS.
 PINNED_SHA256 = {JAR_NAME: "ae03cacacda5ea050d6abb014dbfbcd3691229c26260d1e120e81376cf67fc73"}
-_FETCH_HINT = "run `make fetch-jars` (or `python -m pslbridge.jars fetch`)"
+_FETCH_HINT = "run `python -m pslbridge.jars fetch` (in a checkout: `make fetch-jars`)"
 
 
 def default_jar_dir() -> Path:
@@ -139,7 +139,7 @@ def verify_jar(path: Path, sha256: str | None = None) -> None:
         >>> verify_jar(Path("/nonexistent.jar"))  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        pslbridge.errors.JarError: PSL jar not found at /nonexistent.jar: run `make fetch-jars` ...
+        pslbridge.errors.JarError: PSL jar not found at /nonexistent.jar: run `python -m pslbridge.jars fetch` ...
     """
     path = Path(path)
     if not path.is_file():

@@ -369,7 +369,9 @@ class ModelSpec:
             ModelFileError: The file is unreadable or not a valid config.
 
         Examples:
-            >>> spec = ModelSpec.from_runtime_config("models/simple-acquaintances/simple-acquaintances.json")
+            >>> from pslbridge.examples import example_path
+            >>> config = example_path("simple-acquaintances") / "simple-acquaintances.json"
+            >>> spec = ModelSpec.from_runtime_config(config)
             >>> len(spec.rules), sorted(spec.predicates)
             (6, ['KNOWS', 'LIKES', 'LIVED'])
         """
@@ -399,7 +401,7 @@ class ModelSpec:
         accepted too. Paths are relative to the ``.data`` file.
 
         Examples:
-            >>> stem = "models/simple-acquaintances/simple-acquaintances"
+            >>> stem = "pslbridge/examples/simple-acquaintances/simple-acquaintances"
             >>> spec = ModelSpec.from_cli_files(stem + ".psl", stem + ".data")
             >>> spec.is_closed("Lived"), spec.is_closed("Knows")
             (True, False)
@@ -615,7 +617,7 @@ def read_rules_file(path: str | Path) -> list[RuleSpec]:
         ModelFileError: The file cannot be read or holds no rule.
 
     Examples:
-        >>> read_rules_file("models/simple-acquaintances/simple-acquaintances.psl")[0].line
+        >>> read_rules_file("pslbridge/examples/simple-acquaintances/simple-acquaintances.psl")[0].line
         3
     """
     path = Path(path)
@@ -643,8 +645,8 @@ def read_data_file(path: str | Path, spec: PredicateSpec, partition: str, shown_
         ModelFileError: Missing file, wrong column count, bad truth value (with line).
 
     Examples:
-        >>> table = read_data_file("models/simple-acquaintances/data/lived_obs.txt", PredicateSpec("Lived", 2),
-        ...                        "observations")
+        >>> path = "pslbridge/examples/simple-acquaintances/data/lived_obs.txt"
+        >>> table = read_data_file(path, PredicateSpec("Lived", 2), "observations")
         >>> table.args[0].tolist(), int(table.lines[0])
         (['alice', 'lima'], 1)
     """
@@ -1177,7 +1179,7 @@ def load_model(path: str | Path, data: str | Path | None = None, *, phase: str =
         ModelFileError: Unknown extension or any problem in the files.
 
     Examples:
-        >>> load_model("models/simple-acquaintances/simple-acquaintances.json", phase="learn").phase
+        >>> load_model("pslbridge/examples/simple-acquaintances/simple-acquaintances.json", phase="learn").phase
         'learn'
     """
     path = Path(path)

@@ -12,7 +12,8 @@ Examples:
     >>> import pslbridge
     >>> tight = {"admmreasoner.maxiterations": "20000", "admmreasoner.epsilonabs": "1e-7",
     ...          "admmreasoner.epsilonrel": "1e-7"}
-    >>> with pslbridge.Bridge("models/simple-acquaintances/simple-acquaintances.json", options=tight) as bridge:
+    >>> config = "pslbridge/examples/simple-acquaintances/simple-acquaintances.json"
+    >>> with pslbridge.Bridge(config, options=tight) as bridge:
     ...     ours = bridge.infer()["Knows"]
     ...     jar = run_runtime(bridge.spec, options=tight)
     ...     float(np.abs(jar.values("Knows", bridge.atoms("Knows")) - ours).max()) < 1e-3
@@ -214,7 +215,7 @@ def run_runtime(
 
     Examples:
         >>> from pslbridge.model_files import load_model
-        >>> out = run_runtime(load_model("models/simple-acquaintances/simple-acquaintances.json"))
+        >>> out = run_runtime(load_model("pslbridge/examples/simple-acquaintances/simple-acquaintances.json"))
         >>> out.atoms.predicate.unique().tolist(), out.objective > 0
         (['KNOWS'], True)
     """

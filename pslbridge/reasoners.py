@@ -77,8 +77,8 @@ class DualBCDOptions:
     Examples:
         >>> import pslbridge
         >>> opts = DualBCDOptions(primal_dual_threshold=1e-5).to_psl()
-        >>> with pslbridge.Bridge("models/simple-acquaintances/simple-acquaintances.json", reasoner="dualbcd",
-        ...                       options=opts) as bridge:
+        >>> config = "pslbridge/examples/simple-acquaintances/simple-acquaintances.json"
+        >>> with pslbridge.Bridge(config, reasoner="dualbcd", options=opts) as bridge:
         ...     bridge.infer().violated_constraints
         0
     """

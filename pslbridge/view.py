@@ -5,7 +5,7 @@ solves and learns); it speaks pandas and numpy only.
 
 Examples:
     >>> import pslbridge
-    >>> with pslbridge.Bridge("models/simple-acquaintances/simple-acquaintances.json") as bridge:
+    >>> with pslbridge.Bridge("pslbridge/examples/simple-acquaintances/simple-acquaintances.json") as bridge:
     ...     bridge.target_predicates, bridge.neural_predicates, len(bridge.rules)
     (['Knows'], [], 6)
 """
@@ -116,7 +116,7 @@ class ProgramView:
         (PSL stores weights as float32); anything else raises :class:`~pslbridge.errors.ConfigurationError`.
 
         Examples:
-            >>> with Bridge("models/simple-acquaintances/simple-acquaintances.json") as b:
+            >>> with Bridge("pslbridge/examples/simple-acquaintances/simple-acquaintances.json") as b:
             ...     b.rule_weights = b.rule_weights * 2
             ...     b.rule_weights.round(2).tolist()
             [2.0, 0.5, 1.0, 0.5, 0.5]

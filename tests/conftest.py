@@ -13,6 +13,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 MODELS = REPO / "models"
+EXAMPLES = REPO / "pslbridge" / "examples"
 
 # A checkout keeps the jar and the data in its own folders (the Makefile sets the same); an installed pslbridge
 # uses the user cache instead.

@@ -13,11 +13,11 @@ from pslbridge.errors import ConfigurationError, EngineError
 from pslbridge.examples.mnist_addition import add1_spec
 from pslbridge.model_files import ModelSpec
 
-from conftest import MODELS
+from conftest import EXAMPLES, MODELS
 
 pytestmark = pytest.mark.usefixtures("jvm_started")
 
-SA = MODELS / "simple-acquaintances"
+SA = EXAMPLES / "simple-acquaintances"
 
 
 @pytest.fixture

@@ -14,11 +14,11 @@ from pslbridge.losses import BinaryCrossEntropy, StepContext
 from pslbridge.oracle import run_runtime
 from pslbridge.reasoners import DualBCDOptions
 
-from conftest import MODELS
+from conftest import EXAMPLES
 
 pytestmark = pytest.mark.usefixtures("jvm_started")
 
-SA = MODELS / "simple-acquaintances" / "simple-acquaintances.json"
+SA = EXAMPLES / "simple-acquaintances" / "simple-acquaintances.json"
 #: Dual BCD run close to its optimum (PSL's default gap threshold is 0.01).
 DUAL_TIGHT = DualBCDOptions(primal_dual_threshold=1e-6, max_iterations=100_000).to_psl()
 #: Dual BCD run for a fixed number of iterations. PSL grounds in parallel, so the order of the ground terms, and

@@ -95,6 +95,7 @@ def test_short_neupsl_run_on_cora_beats_the_untrained_network(jvm_started):
     assert result["infer_warm_s"] < result["infer_cold_s"]
 
 
+@pytest.mark.slow
 @needs_data
 def test_cli_hyper_parameters_reach_the_recorded_setting(tmp_path, jvm_started):
     """Every CitationSetting field has a flag; the values are recorded with each result row, and the table names
@@ -193,6 +194,7 @@ def _toy_citation():
     return labels, x, graph, Split(np.arange(0, 8), np.arange(8, 12), np.arange(12, 20), np.arange(0))
 
 
+@pytest.mark.slow
 def test_hidden_layer_setting_reaches_the_network_run_neupsl_trains(jvm_started, monkeypatch):
     """``CitationSetting.hidden`` is the width of a ReLU layer in the network that run_neupsl pre-trains and
     learns jointly (0: the paper's single softmax layer), ``ensemble`` how many such networks it pre-trains, and
@@ -226,6 +228,7 @@ def test_hidden_layer_setting_reaches_the_network_run_neupsl_trains(jvm_started,
         assert row["test_acc"] == 100.0
 
 
+@pytest.mark.slow
 def test_self_training_pre_trains_again_on_the_programs_confident_labels(jvm_started, monkeypatch):
     """``CitationSetting.self_train`` = k: after the balance pick, the program's MAP labels of k nodes per class
     outside the training and validation nodes join the training labels of a second, fresh network."""

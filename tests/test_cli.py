@@ -7,10 +7,10 @@ import pytest
 
 from pslbridge import Bridge
 
-from conftest import MODELS, REPO, run_python
+from conftest import EXAMPLES, REPO, run_python
 
 pytestmark = pytest.mark.subprocess
-SA = MODELS / "simple-acquaintances"
+SA = EXAMPLES / "simple-acquaintances"
 
 
 def _cli(*args):
@@ -52,6 +52,7 @@ def test_info_reports_verified_jar_and_java():
     assert "checksum OK" in proc.stdout and "psl" in proc.stdout and "2.4.0" in proc.stdout
 
 
+@pytest.mark.slow
 def test_demo_trains_saves_loads_and_predicts(tmp_path):
     """`make demo` in a shortened form: training through PSL moves both accuracies, the curve and the model are
     written, the loaded model predicts the new additions, and TensorFlow's start-up noise stays off stderr."""

@@ -14,12 +14,12 @@ from pslbridge import Bridge, ModelFileError, load_model
 from pslbridge.model_files import EvaluationSpec, ModelSpec
 from pslbridge.oracle import run_runtime
 
-from conftest import MODELS, REPO, TIGHT
+from conftest import EXAMPLES, REPO, TIGHT
 
 pytestmark = pytest.mark.usefixtures("jvm_started")
 
-SA_RULES = (MODELS / "simple-acquaintances" / "simple-acquaintances.psl").read_text()
-SA_DATA = MODELS / "simple-acquaintances" / "data"
+SA_RULES = (EXAMPLES / "simple-acquaintances" / "simple-acquaintances.psl").read_text()
+SA_DATA = EXAMPLES / "simple-acquaintances" / "data"
 
 
 def _write(folder, data_text, rules=SA_RULES):
@@ -52,7 +52,7 @@ def test_psl_23_property_lists_types_and_arity_from_types_load_and_match_the_jar
         atoms = bridge.atoms("Knows")
     jar = run_runtime(spec, options=TIGHT).values("Knows", atoms)
     np.testing.assert_allclose(ours, jar, atol=1e-3)
-    with Bridge(MODELS / "simple-acquaintances" / "simple-acquaintances.json", options=TIGHT) as reference:
+    with Bridge(EXAMPLES / "simple-acquaintances" / "simple-acquaintances.json", options=TIGHT) as reference:
         np.testing.assert_allclose(ours, reference.infer()["Knows"], atol=1e-4)
 
 
@@ -97,7 +97,7 @@ def test_bad_declarations_name_the_file_line_and_predicate(tmp_path, declaration
         Bridge(rules, data)
     assert info.value.path == str(data) and info.value.line == 2 and info.value.predicate == "Knows"
     # Nothing half-loaded stays registered: the same predicate names load in the next model.
-    with Bridge(MODELS / "simple-acquaintances" / "simple-acquaintances.json") as bridge:
+    with Bridge(EXAMPLES / "simple-acquaintances" / "simple-acquaintances.json") as bridge:
         assert bridge.infer().violated_constraints == 0
 
 
@@ -161,7 +161,7 @@ EVALUATIONS = [
 
 
 def test_psls_evaluators_agree_with_the_jar():
-    spec = load_model(MODELS / "simple-acquaintances" / "simple-acquaintances.json")
+    spec = load_model(EXAMPLES / "simple-acquaintances" / "simple-acquaintances.json")
     spec.predicates["KNOWS"].evaluations = list(EVALUATIONS)
     with Bridge(spec, options=TIGHT) as bridge:
         bridge.infer()
@@ -179,7 +179,7 @@ def test_evaluations_in_a_runtime_config_are_read(tmp_path):
     import json
     import shutil
 
-    shutil.copytree(MODELS / "simple-acquaintances", tmp_path / "sa")
+    shutil.copytree(EXAMPLES / "simple-acquaintances", tmp_path / "sa")
     config = tmp_path / "sa" / "simple-acquaintances.json"
     raw = json.loads(config.read_text())
     raw["predicates"]["Knows/2"]["evaluations"] = [

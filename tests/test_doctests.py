@@ -21,7 +21,7 @@ import pslbridge
 from pslbridge import Bridge
 from pslbridge.model_files import ModelSpec
 
-from conftest import MODELS, REPO
+from conftest import EXAMPLES, REPO
 
 SLOW = {
     # Each of these trains or loads a network: the slow tier runs them.
@@ -30,8 +30,10 @@ SLOW = {
     "benchmarks.worker",
     "pslbridge.demo",
     "pslbridge.examples.mnist_addition",
+    "experiments.citation_runner",
     "experiments.visual_sudoku",
     "pslbridge.networks",
+    "pslbridge.quiet",  # imports TensorFlow twice in fresh interpreters
     "pslbridge.training",
 }
 
@@ -50,7 +52,7 @@ MODULES = _modules()
 
 @pytest.fixture(scope="module")
 def shared(jvm_started):
-    bridge = Bridge(MODELS / "simple-acquaintances" / "simple-acquaintances.json")
+    bridge = Bridge(EXAMPLES / "simple-acquaintances" / "simple-acquaintances.json")
     bridge.infer()
     yield {
         "bridge": bridge,

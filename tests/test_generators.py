@@ -127,6 +127,7 @@ def test_sudoku_layouts_and_validity():
     assert not is_valid(broken)
 
 
+@pytest.mark.slow
 def test_puzzle_generator_invariants():
     puzzles = make_puzzles(LABELS, 12, np.random.default_rng(3))
     assert len(puzzles.valid) == 24 and puzzles.valid.sum() == 12  # one corrupted twin per valid puzzle
@@ -140,6 +141,7 @@ def test_puzzle_generator_invariants():
     np.testing.assert_array_equal(again.images, puzzles.images)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("n", "m"), [(64, 0), (64, 64), (64, 192), (128, 128)])
 def test_puzzle_overlap_counts(n, m):
     puzzles = make_puzzles(LABELS, (n + m) // 16, np.random.default_rng(1), n_unique=n, n_resampled=m)

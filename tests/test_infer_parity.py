@@ -11,7 +11,7 @@ from pslbridge.examples.mnist_addition import add1_spec
 from pslbridge.model_files import ModelSpec
 from pslbridge.oracle import run_runtime
 
-from conftest import MODELS, TIGHT
+from conftest import EXAMPLES, TIGHT
 
 pytestmark = pytest.mark.usefixtures("jvm_started")
 
@@ -38,7 +38,7 @@ def _compare(spec: ModelSpec, *, neural=None, values_atol=1e-3, unique=True):
 
 
 def test_simple_acquaintances_matches_runtime():
-    result, oracle = _compare(load_model(MODELS / "simple-acquaintances" / "simple-acquaintances.json"))
+    result, oracle = _compare(load_model(EXAMPLES / "simple-acquaintances" / "simple-acquaintances.json"))
     assert result.objective > 1.0  # a non-trivial MAP state
 
 
@@ -113,7 +113,7 @@ def test_mnist_add1_with_convex_prior_matches_runtime_values():
 
 
 def test_three_loading_routes_give_identical_programs():
-    folder = MODELS / "simple-acquaintances"
+    folder = EXAMPLES / "simple-acquaintances"
     from_json = Bridge(folder / "simple-acquaintances.json")
     from_cli = Bridge(folder / "simple-acquaintances.psl", folder / "simple-acquaintances.data")
 
@@ -168,7 +168,7 @@ def test_warm_start_needs_fewer_iterations_than_cold():
 def test_admm_factor_cache_does_not_leak_between_programs():
     """PSL caches Cholesky factors in a static map keyed by a weak 32-bit hash; a factor cached
     by one program was handed to a colliding term of the next (objective 0.9959 vs 0.9418)."""
-    with Bridge(load_model(MODELS / "simple-acquaintances" / "simple-acquaintances.json"), options=TIGHT) as b:
+    with Bridge(load_model(EXAMPLES / "simple-acquaintances" / "simple-acquaintances.json"), options=TIGHT) as b:
         b.infer()
     with Bridge(_arith_spec(ARITH_RULES), options=TIGHT) as b:
         after = b.infer().objective

@@ -27,7 +27,7 @@ def test_resolved_jar_is_verified(real_jar):
 def test_missing_jar_says_what_to_run(tmp_path, monkeypatch):
     monkeypatch.delenv("PSLBRIDGE_JAR", raising=False)
     monkeypatch.setenv("PSLBRIDGE_JAR_DIR", str(tmp_path))
-    with pytest.raises(JarError, match="make fetch-jars"):
+    with pytest.raises(JarError, match="python -m pslbridge.jars fetch"):
         jars.resolve_jar()
 
 

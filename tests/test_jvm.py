@@ -197,6 +197,7 @@ def test_no_raw_java_output_on_stderr():
     assert proc.stderr.strip() == "", proc.stderr
 
 
+@pytest.mark.slow
 def test_heap_too_small_is_a_typed_error_and_the_process_survives():
     """With a 64 MB heap, grounding 1,500 additions runs out of memory. The JVM runs with a GC-overhead
     limit, so this fails in seconds instead of thrashing; PSL's workers are shut down so that the half-built terms
@@ -344,6 +345,7 @@ except KeyboardInterrupt:
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])
 def test_signals_during_a_solve_behave_as_in_python(tmp_path, name):
     """Signals sent while the main thread is inside a Java solve: Ctrl-C (SIGINT) stops the solve and raises

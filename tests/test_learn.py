@@ -12,11 +12,11 @@ from pslbridge.examples.mnist_addition import add1_spec, add2_spec
 from pslbridge.learning import WeightOptimizer
 from pslbridge.oracle import run_runtime
 
-from conftest import MODELS, TIGHT
+from conftest import EXAMPLES, TIGHT
 
 pytestmark = pytest.mark.usefixtures("jvm_started")
 
-SA = MODELS / "simple-acquaintances" / "simple-acquaintances.json"
+SA = EXAMPLES / "simple-acquaintances" / "simple-acquaintances.json"
 FD_OPTIONS = {
     **TIGHT,
     "admmreasoner.epsilonabs": "1e-8",
@@ -350,6 +350,7 @@ def test_observed_labels_give_the_same_latent_energy_from_fewer_terms(model, see
     np.testing.assert_allclose(got.rule_potentials, want.rule_potentials, rtol=1e-3, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_observed_labels_gradient_matches_finite_differences():
     spec, probs = _add2_labelled(seed=5, model="figure")
     with Bridge(spec.observe_labels(), options=FD_OPTIONS) as bridge:
@@ -371,13 +372,13 @@ def test_losses_that_free_the_labels_refuse_a_program_that_observes_them():
         assert bridge.learn_step({"Neural": probs}).energy > 0  # still usable
 
 
-def test_readme_observed_labels_example_runs(capsys):
-    """The README's observe_labels example runs as written and prints the term counts it states."""
+def test_guide_observed_labels_example_runs(capsys):
+    """The guide's observe_labels example runs as written and prints the term counts it states."""
     import re
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    code = re.search(r"```python\n(.*?)```", readme.split("**Observed labels", 1)[1], re.S).group(1)
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "guide" / "learning.md").read_text()
+    code = re.search(r"```python\n(.*?)```", guide.split("## Observed labels", 1)[1], re.S).group(1)
     exec(code, {"np": np, "pslbridge": __import__("pslbridge")})
     counts, energy = capsys.readouterr().out.splitlines()[:2]
     stated = re.search(r"term_count\)  # (\d+) (\d+)", code).groups()

@@ -11,7 +11,7 @@ import yaml
 from pslbridge import Bridge, ModelFileError, load_model
 from pslbridge.model_files import ModelSpec
 
-from conftest import MODELS
+from conftest import EXAMPLES, MODELS
 
 NEUPSL = MODELS / "mnist-addition" / "neupsl-style" / "mnist-add1.json"
 
@@ -100,7 +100,7 @@ def test_class_size_one_neural_predicate(jvm_started):
 
 
 def test_dualbcd_reasoner_is_selectable(jvm_started):
-    spec = load_model(MODELS / "simple-acquaintances" / "simple-acquaintances.json")
+    spec = load_model(EXAMPLES / "simple-acquaintances" / "simple-acquaintances.json")
     with Bridge(spec) as admm, Bridge(spec, reasoner="dualbcd") as dual:
         a, d = admm.infer(), dual.infer()
     # A different algorithm with its own default tolerances: close, not equal.
@@ -109,7 +109,7 @@ def test_dualbcd_reasoner_is_selectable(jvm_started):
 
 
 def test_options_pass_through_to_the_reasoner(jvm_started):
-    spec = load_model(MODELS / "simple-acquaintances" / "simple-acquaintances.json")
+    spec = load_model(EXAMPLES / "simple-acquaintances" / "simple-acquaintances.json")
     with Bridge(spec, options={"admmreasoner.maxiterations": 3}) as bridge:
         assert bridge.infer(reset=True).iterations <= 4
 

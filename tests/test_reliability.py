@@ -20,7 +20,7 @@ from pslbridge.networks import TableNetwork
 from pslbridge.oracle import run_runtime
 from pslbridge.training import NeuralBinding, Trainer
 
-from conftest import MODELS, REPO
+from conftest import EXAMPLES, REPO
 
 pytestmark = pytest.mark.usefixtures("jvm_started")
 
@@ -157,6 +157,7 @@ print("after", result.violated_constraints, result.iterations, flush=True)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_ctrl_c_during_solves_is_always_a_keyboard_interrupt(tmp_path):
     """Eight Ctrl-Cs at random points of a solve loop: each is a KeyboardInterrupt (PSL's 'Interrupted waiting for
@@ -250,7 +251,7 @@ def test_checkpoint_paths_are_checked_before_the_first_epoch(tmp_path):
 def test_cli_checks_the_output_folder_before_any_work(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
-    model = str(MODELS / "simple-acquaintances" / "simple-acquaintances.json")
+    model = str(EXAMPLES / "simple-acquaintances" / "simple-acquaintances.json")
     cli = [sys.executable, "-m", "pslbridge", "infer", model]
     proc = subprocess.run([*cli, "--output", str(blocker)], capture_output=True, text=True, cwd=REPO, timeout=300)
     assert proc.returncode == 1 and proc.stderr.strip().splitlines() == [

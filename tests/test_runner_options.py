@@ -57,6 +57,7 @@ def test_selection_keeps_the_averaged_network_and_training_the_raw_one(mnist, jv
         run.close()
 
 
+@pytest.mark.slow
 def test_add2_run_in_evaluation_blocks_validates_and_tests_as_one_program(mnist, jvm_started):
     """Oracle: the same MNIST-Add2 run evaluated as one program. The network is first fitted to the digit labels
     (most digits right, soft predictions), so the capped solves (150 iterations) stop unconverged and decode many
@@ -93,6 +94,7 @@ def test_add2_run_in_evaluation_blocks_validates_and_tests_as_one_program(mnist,
     assert rows[0]["digit_acc"] > 60
 
 
+@pytest.mark.slow
 def test_add2_run_with_observed_labels_learns_from_smaller_training_programs(mnist, jvm_started):
     """``labels="observed"``: every training program grounds its sums as observations (fewer terms than the
     fixed-label programs of the same batches), validation and test programs still solve for the sums, and the
@@ -505,6 +507,7 @@ def test_class_prior_momentum_runs_over_batches_and_spares_a_balanced_network(mo
         ClassBalance(1.0, momentum=0.5).running_mean()
 
 
+@pytest.mark.slow
 def test_a_slow_start_restarts_from_a_new_network_and_selection_spans_every_attempt(mnist, jvm_started):
     """Invariants of a restart: a run judged after 1 epoch against an unreachable 100 % restarts as often as allowed
     (each time from a new initialisation), trains the full schedule after the last restart, records every epoch
@@ -585,6 +588,7 @@ def _soft(labels: np.ndarray, right: float) -> np.ndarray:
     return probs
 
 
+@pytest.mark.slow
 def test_decoding_temperature_is_chosen_on_validation_and_the_test_decodes_at_it(mnist, jvm_started):
     """Oracle: each candidate's validation sum accuracy from its own fresh programs at the test cap. Soft but right
     predictions (every digit's true class at 0.3) decode few MNIST-Add2 sums at temperature 1 (the ``Sum`` atoms
@@ -679,6 +683,7 @@ def test_visual_sudoku_records_each_invocations_wall_time_and_the_runs_it_ran(mo
     assert "## Whole runs" in table and "| visual-sudoku --puzzles 4 --splits 1 | 0 | 0 | 1 of 1 |" in table, table
 
 
+@pytest.mark.slow
 def test_patience_trains_the_last_start_past_epochs_only_while_it_improves(mnist, jvm_started):
     """Scripted validation scores (the training is real): a start that still improves at ``epochs`` goes on until
     it has not risen for ``patience`` epochs; one that stopped improving earlier ends at ``epochs`` exactly as
@@ -739,6 +744,7 @@ def test_patience_flags_reach_the_setting_its_name_and_schedule_and_bad_values_a
         Setting(patience=-1)
 
 
+@pytest.mark.slow
 def test_select_on_better_judges_restarts_and_selection_on_the_better_of_decoded_and_composed(mnist, jvm_started):
     """Scripted validation scores (the training is real): with ``select_on="better"`` a start whose decoded sums
     are slow but whose digits compose the sums well is not restarted, and selection keeps the epoch where the

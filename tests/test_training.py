@@ -21,6 +21,7 @@ def _sum_accuracy(bridge, additions, probs):
     return float((best["arg2"].astype(int).to_numpy() == additions.sums).mean())
 
 
+@pytest.mark.slow
 def test_end_to_end_mnist_add1_learns_digits_from_sums(mnist):
     """100 training additions (200 images), 160 full-batch steps (~15 s on 2 cores).
 
@@ -331,6 +332,7 @@ def test_visual_sudoku_learns_to_distinguish_symbols_without_labels(mnist):
     assert result["distinguish_acc"] >= 55
 
 
+@pytest.mark.slow
 def test_add2_place_decoding_reads_flat_sum_atoms(jvm_started):
     """Peaked-but-soft digit predictions (0.6 on the true digit) leave MNIST-Add2's Sum atoms flat (all tied,
     so their argmax is the first sum), while the same MAP state read through ImageDigitSum decodes every sum."""
@@ -351,6 +353,7 @@ def test_add2_place_decoding_reads_flat_sum_atoms(jvm_started):
     assert (via_sums == additions.sums).mean() < 0.5
 
 
+@pytest.mark.slow
 def test_blocked_evaluation_decodes_what_one_program_decodes(jvm_started):
     """Oracle: one program over all the additions, same cap. Predictions peaked at 0.5-0.9 on the true digit leave
     the capped ADMM solve unconverged (its Sum atoms decode a few sums right, its place sums all of them), so the
@@ -386,6 +389,7 @@ def test_blocked_evaluation_decodes_what_one_program_decodes(jvm_started):
     np.testing.assert_array_equal(got["places"], expected["places"])
 
 
+@pytest.mark.slow
 def test_add2_neupsl_model_is_the_authors_form(jvm_started):
     """models/mnist-addition/mnist-add2-neupsl.psl: the figure's rules with the 8 constraint rules as linear
     hinges plus the class-balance prior, whose potential at one-hot predictions on digit 0 is

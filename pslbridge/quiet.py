@@ -1,15 +1,15 @@
-"""TensorFlow's C++ start-up noise, kept off stderr unless the user chose a TensorFlow log level.
+"""Opt-in quiet for TensorFlow's C++ start-up noise (``import pslbridge`` changes nothing in your process).
 
-TensorFlow 2.21 writes ``Could not find cuda drivers``, ``failed call to cuInit`` and oneDNN notices from C++
-while ``import tensorflow`` runs, before its logging honours ``TF_CPP_MIN_LOG_LEVEL``. :func:`install` (called
-by ``import pslbridge``) adds an import hook that runs TensorFlow's own import with file descriptor 2 pointed
-at ``/dev/null``; Python exceptions from that import still propagate, and later TensorFlow messages follow
-``TF_CPP_MIN_LOG_LEVEL`` (set to 3 unless the user set it). Setting ``TF_CPP_MIN_LOG_LEVEL`` yourself before
-importing pslbridge turns the hook off (``TF_CPP_MIN_LOG_LEVEL=0`` shows everything).
+TensorFlow writes ``Could not find cuda drivers``, ``failed call to cuInit`` and oneDNN notices from C++ while
+``import tensorflow`` runs, before its logging honours ``TF_CPP_MIN_LOG_LEVEL``. :func:`quiet_tensorflow`, called
+before TensorFlow is imported, adds an import hook that runs TensorFlow's own import with file descriptor 2
+pointed at ``/dev/null`` (Python exceptions from that import still propagate) and sets ``TF_CPP_MIN_LOG_LEVEL``
+to 3 unless you set it. pslbridge's own programs (``python -m pslbridge``, the repository's experiments and
+benchmarks) call it; a library user calls it only if they want it.
 
 Examples:
     >>> import subprocess, sys
-    >>> code = "import pslbridge, tensorflow"
+    >>> code = "import pslbridge; pslbridge.quiet_tensorflow(); import tensorflow"
     >>> env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", MARKER)}
     >>> proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     >>> proc.stderr, proc.returncode
@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
-__all__ = ["install"]
+__all__ = ["quiet_tensorflow"]
 
 
 class _QuietLoader(importlib.abc.Loader):
@@ -71,8 +71,14 @@ class _QuietTensorFlow(importlib.abc.MetaPathFinder):
 MARKER = "PSLBRIDGE_QUIET_TF"
 
 
-def install() -> None:
-    """Quiet TensorFlow's import unless the user set ``TF_CPP_MIN_LOG_LEVEL`` (idempotent)."""
+def quiet_tensorflow() -> None:
+    """Keep TensorFlow's C++ start-up noise off stderr, unless ``TF_CPP_MIN_LOG_LEVEL`` is set (idempotent).
+
+    Call it before anything imports TensorFlow; afterwards it does nothing.
+
+    Examples:
+        >>> quiet_tensorflow()  # a second call, or one after TensorFlow's import, changes nothing
+    """
     user_level = "TF_CPP_MIN_LOG_LEVEL" in os.environ and os.environ.get(MARKER) != "1"
     if user_level or "tensorflow" in sys.modules:
         return
