@@ -18,7 +18,7 @@ export PSLBRIDGE_JAR_DIR ?= $(CURDIR)/jars
 export PSLBRIDGE_DATA ?= $(CURDIR)/data/cache
 export PSLBRIDGE_PLANETOID ?= $(CURDIR)/data/planetoid
 
-.PHONY: setup fetch-jars data test test-fast docs demo bench fuzz lint clean info reproduce-mnist-add reproduce-mnist-add-overlap reproduce-citation reproduce-visual-sudoku
+.PHONY: setup fetch-jars data test test-fast docs results-page demo bench fuzz lint clean info reproduce-mnist-add reproduce-mnist-add-overlap reproduce-citation reproduce-visual-sudoku
 
 setup: $(STAMP) $(JAR)
 
@@ -74,6 +74,7 @@ lint: setup
 REPRODUCE_ARGS ?= --ray
 reproduce-mnist-add: setup data
 	$(PY) -m experiments mnist-add --reproduce --splits 5 --seed $(SEED) --out out/mnist-add $(REPRODUCE_ARGS)
+	$(MAKE) results-page
 
 # The overlap variant (paper Fig. "varying amounts of overlap"): n unique images, m in {0, n/2, n} re-sampled.
 # MNIST-Add1, n = 40 / 60 / 80 unique images (--additions n/2, --overlap m); about 1 minute per split on 2 cores.
@@ -88,10 +89,16 @@ fuzz: setup
 
 reproduce-citation: setup
 	$(PY) -m experiments citation --datasets citeseer cora --splits 5 --seed $(SEED) --out out/citation
+	$(MAKE) results-page
 
 reproduce-visual-sudoku: setup data
 	$(PY) -m experiments visual-sudoku --puzzles 16 --unique 64 --resampled 192 --splits 5 --seed $(SEED) --out out/visual-sudoku
 	$(PY) -m experiments visual-sudoku --puzzles 16 --splits 5 --seed $(SEED) --out out/visual-sudoku
+	$(MAKE) results-page
+
+# docs/results.md: below its curated table, every out/<experiment>/results.md of this checkout.
+results-page: setup
+	$(PY) -m experiments results-page --out out --page docs/results.md
 
 info: setup
 	$(PY) -m pslbridge info

@@ -1,6 +1,7 @@
 """``python -m experiments <experiment> [options]``.
 
-Experiments: ``mnist-add``, ``citation``, ``visual-sudoku``; ``search``: a hyper-parameter search (Ray Tune).
+Experiments: ``mnist-add``, ``citation``, ``visual-sudoku``; ``search``: a hyper-parameter search (Ray Tune);
+``results-page``: the reproductions' tables into ``docs/results.md``.
 """
 
 import sys
@@ -11,7 +12,7 @@ def main(argv: list[str] | None = None) -> int:
 
     Example:
         >>> main(["--help"])
-        usage: python -m experiments {mnist-add,citation,visual-sudoku,search} [options]
+        usage: python -m experiments {mnist-add,citation,visual-sudoku,search,results-page} [options]
         ...
         0
         >>> main(["no-such-experiment"])
@@ -23,13 +24,15 @@ def main(argv: list[str] | None = None) -> int:
         "citation": "experiments.citation_runner",
         "visual-sudoku": "experiments.visual_sudoku_runner",
         "search": "experiments.search",
+        "results-page": "experiments.results_page",
     }
     usage = f"usage: python -m experiments {{{','.join(runners)}}} [options]"
     if argv and argv[0] in ("-h", "--help"):
         print(usage)
         print("\nRun the paper's experiments; `python -m experiments <experiment> --help` lists each one's")
         print("options. mnist-add: MNIST-Addition; citation: Cora/Citeseer; visual-sudoku: Visual Sudoku;")
-        print("search: a hyper-parameter search on validation data (Ray Tune, ASHA).")
+        print("search: a hyper-parameter search on validation data (Ray Tune, ASHA); results-page: copy")
+        print("out/*/results.md into docs/results.md.")
         return 0
     if not argv or argv[0] not in runners:
         print(usage, file=sys.stderr)
