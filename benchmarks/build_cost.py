@@ -29,7 +29,7 @@ import pandas as pd
 
 from experiments.arguments import positive_int
 from experiments.reporting import append_csv
-from pslbridge.model_files import ModelSpec
+from pslbridge.model import ModelSpec
 
 __all__ = ["build_problem", "main", "run", "run_cli"]
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from pslbridge.model_files import ModelSpec
+from pslbridge.model import ModelSpec
 
 __all__ = ["Problem", "build_network", "load_problem", "make_network", "network_inputs"]
 

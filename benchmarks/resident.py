@@ -27,7 +27,7 @@ import numpy as np
 
 from experiments.arguments import positive_int
 from pslbridge.examples.mnist_addition import add1_spec
-from pslbridge.model_files import ModelSpec
+from pslbridge.model import ModelSpec
 
 __all__ = ["add1_problem", "main", "run"]
 

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from pslbridge.datasets.planetoid import Split
-from pslbridge.model_files import ModelSpec, NeuralSpec, PredicateSpec, RuleSpec, read_rules_file
+from pslbridge.model import ModelSpec, NeuralSpec, PredicateSpec, RuleSpec, read_rules_file
 
 __all__ = ["CITATION_RULES", "citation_spec", "dense_classifier", "normalise_rows"]
 

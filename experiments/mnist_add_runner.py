@@ -43,7 +43,7 @@ import numpy as np
 from pslbridge.bridge import Bridge, InferenceResult
 from pslbridge.datasets.mnist import load_mnist
 from pslbridge.examples.mnist_addition import AdditionSet, addition_spec, lenet, make_additions, prepare_images
-from pslbridge.model_files import ModelSpec
+from pslbridge.model import ModelSpec
 from pslbridge.training import set_seed
 
 from .arguments import (
@@ -202,7 +202,7 @@ class Setting:
         max_restarts: Restarts at most (a restarted network is judged the same way while any are left).
         labels: How the training programs hold their sum labels: ``"fixed"`` (PSL's learners: labelled random
             variables fixed for each step) or ``"observed"`` (grounded as observations,
-            :meth:`~pslbridge.model_files.ModelSpec.observe_labels`: the same latent problem from fewer terms, so
+            :meth:`~pslbridge.model.ModelSpec.observe_labels`: the same latent problem from fewer terms, so
             faster capped solves that stop at a different point; energy loss only).
         decode_temperatures: Temperatures of the network's output fed to the test inference (see :func:`sharpen`
             and :func:`default_decode_temperatures`). With more than one, the selected network's validation
@@ -593,7 +593,7 @@ def default_labels(digits: int, additions: int) -> str:
     """The runner's default :attr:`Setting.labels`: ``"observed"`` for MNIST-Add2, ``"fixed"`` for Add1.
 
     MNIST-Add2's training programs ground their sums as observations
-    (:meth:`~pslbridge.model_files.ModelSpec.observe_labels`). The latent problem of a learning step is the same,
+    (:meth:`~pslbridge.model.ModelSpec.observe_labels`). The latent problem of a learning step is the same,
     but the grounding drops the ground rules the labels satisfy: a 10-addition batch has 22,368 terms instead of
     29,580 and a capped 100-iteration solve took 253 ms against 381 ms (30 additions at 50 iterations: 358 against
     483 ms; both programs side by side in one process, 2 threads). And the smaller program meets ADMM's

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from pslbridge.model_files import ModelSpec, NeuralSpec, PredicateSpec, read_rules_file
+from pslbridge.model import ModelSpec, NeuralSpec, PredicateSpec, read_rules_file
 
 __all__ = [
     "Puzzles",

@@ -35,10 +35,10 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 _LAZY = {
     "Bridge": "bridge",
     "InferenceResult": "bridge",
-    "ModelSpec": "model_files",
-    "NeuralSpec": "model_files",
-    "PredicateSpec": "model_files",
-    "load_model": "model_files",
+    "ModelSpec": "model",
+    "NeuralSpec": "model",
+    "PredicateSpec": "model",
+    "load_model": "model",
     "quiet_tensorflow": "quiet",
 }
 

@@ -30,7 +30,7 @@ import numpy as np
 from .errors import ConfigurationError, EngineError, NeuralInputError
 from .learning import WeightOptimizer
 from .losses import Loss, StepContext, resolve_loss, warn_without_truth
-from .model_files import ModelSpec, load_model
+from .model import ModelSpec, load_model
 from .program import GroundProgram
 from .results import InferenceResult, LearnResult
 from .rule_text import predicates_in
@@ -49,7 +49,7 @@ class Bridge(ProgramView):
     run in parallel (PSL's solver itself is multi-threaded).
 
     Args:
-        model: A :class:`~pslbridge.model_files.ModelSpec`, or a path to a runtime config
+        model: A :class:`~pslbridge.model.ModelSpec`, or a path to a runtime config
             (``.json``/``.yaml``) or ``.psl`` file.
         data: With a ``.psl`` path: its ``.data`` file; with a config: a data folder.
         phase: ``"infer"`` (default) or ``"learn"`` data of a config that has both.
@@ -211,7 +211,7 @@ class Bridge(ProgramView):
             NeuralInputError: A bad array or a neural predicate without predictions.
             ConfigurationError: Unknown loss, ``potentials=False`` where Φ is needed, a bilevel loss on a program
                 without labels or on the ADMM reasoner, a loss other than the energy on a program whose labels are
-                observed (:meth:`~pslbridge.model_files.ModelSpec.observe_labels`).
+                observed (:meth:`~pslbridge.model.ModelSpec.observe_labels`).
 
         Warns:
             UserWarning: The energy loss on a program without labels (it learns nothing from data).

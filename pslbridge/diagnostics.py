@@ -3,12 +3,12 @@
 Before: how many ground rules each rule will make, estimated from the data alone. A user whose grounding
 "hangs" usually has a rule that joins large relations on few variables. This estimate (System R style:
 ``|R ⋈ S| ≈ |R|·|S| / max(V(R, a), V(S, a))`` per shared variable, constants as selections) runs in Python
-on the :class:`~pslbridge.model_files.ModelSpec`, before any Java work, so a blow-up is visible before it
+on the :class:`~pslbridge.model.ModelSpec`, before any Java work, so a blow-up is visible before it
 happens. After: :func:`rules_table` gives the real counts, Φ and violations per rule, :func:`summary` the
 atoms per predicate and the memory used, :func:`explain` the terms that pull one atom's value.
 
 Examples:
-    >>> from pslbridge.model_files import ModelSpec
+    >>> from pslbridge.model import ModelSpec
     >>> spec = ModelSpec.from_python(rules=["1: Link(A, B) & Cat(A) -> Cat(B) ^2"],
     ...     predicates={"Link": 2, "Cat": 1}, observations={"Link": [("a", "b"), ("b", "c")]},
     ...     targets={"Cat": [("a",), ("b",), ("c",)]})
@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from . import jvm
-from .model_files import ModelSpec
+from .model import ModelSpec
 from .program import GroundProgram
 from .rule_text import AtomRef, rule_atoms
 

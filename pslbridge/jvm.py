@@ -327,11 +327,11 @@ def _exit_without_waiting_for_the_starting_thread() -> None:
         return
     import jpype.config
 
-    from . import _java
+    from .engine import setup
 
     jpype.config.destroy_jvm = False
     # Registered after JPype's own exit handler, so it runs before it (and before the interpreter finalizes).
-    atexit.register(_java.stop_reference_queue)
+    atexit.register(setup.stop_reference_queue)
     log.debug("JVM started outside the main thread: the process will exit without destroying it")
 
 
@@ -365,9 +365,9 @@ def _adopt_foreign_jvm() -> None:
 
 
 def _init_psl(opts: JvmOptions) -> None:
-    from . import _java
+    from .engine import setup
 
-    _java.init_psl(opts.threads)
+    setup.init_psl(opts.threads)
     _install_log_bridge()
 
 
@@ -429,15 +429,15 @@ def sync_log_level() -> None:
         return
     wanted = _log4j_level_for(psl_logger.getEffectiveLevel())
     if wanted != _current_psl_level:
-        from . import _javalog
+        from .engine import logs
 
-        _javalog.set_psl_log_level(wanted)
+        logs.set_psl_log_level(wanted)
         _current_psl_level = wanted
 
 
 def _install_log_bridge() -> None:
     global _log_bridge
-    from . import _javalog
+    from .engine import logs
 
     def emit(level_name: str, logger_name: str, message: str) -> None:
         level = _LOG4J_TO_PY.get(level_name, logging.INFO)
@@ -447,9 +447,9 @@ def _install_log_bridge() -> None:
         if psl_logger.isEnabledFor(level):
             psl_logger.log(level, "%s - %s", logger_name.rsplit(".", 1)[-1], message)
 
-    _log_bridge = _javalog.install_appender(emit)
+    _log_bridge = logs.install_appender(emit)
     sync_log_level()
-    atexit.register(_javalog.remove_appender)
+    atexit.register(logs.remove_appender)
 
 
 @contextlib.contextmanager
@@ -510,9 +510,9 @@ def heap_used_bytes() -> int:
         >>> heap_used_bytes() > 0
         True
     """
-    from . import _java
+    from .engine import setup
 
-    return _java.heap_used_bytes()
+    return setup.heap_used_bytes()
 
 
 @required
@@ -523,9 +523,9 @@ def java_version() -> str:
         >>> int(java_version().split(".")[0]) >= 11
         True
     """
-    from . import _java
+    from .engine import setup
 
-    return _java.java_version()
+    return setup.java_version()
 
 
 @required
@@ -536,9 +536,9 @@ def psl_version() -> str:
         >>> psl_version().startswith("2.4.0")
         True
     """
-    from . import _java
+    from .engine import setup
 
-    return _java.psl_version()
+    return setup.psl_version()
 
 
 @required
@@ -548,10 +548,10 @@ def release_predicates(names: list[str]) -> None:
     Examples:
         >>> release_predicates(["NeverDeclared"])
     """
-    from . import _java
+    from .engine import predicates
 
     for name in names:
-        _java.unregister_predicate(str(name))
+        predicates.unregister_predicate(str(name))
 
 
 @required
@@ -581,12 +581,12 @@ def run_psl_runtime(
     """
     import json
 
-    from . import _java
+    from .engine import datastore, runtime
 
     if psl_defaults:
-        _java.clear_option("inference.initialvalue")
+        datastore.clear_option("inference.initialvalue")
     try:
-        return _java.run_runtime_config(config_json, base_path)
+        return runtime.run_runtime_config(config_json, base_path)
     finally:
         if release:
             release_predicates([str(key).split("/", 1)[0] for key in json.loads(config_json).get("predicates", {})])

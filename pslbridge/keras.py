@@ -49,7 +49,7 @@ from .bridge import Bridge
 from .errors import CheckpointError, ConfigurationError
 from .learning import WeightOptimizer
 from .losses import Loss
-from .model_files import ModelSpec, NeuralSpec, PredicateSpec
+from .model import ModelSpec, NeuralSpec, PredicateSpec
 from .results import InferenceResult, find_key
 
 __all__ = ["ClassBalance", "NeuPSLModel", "NeuPSLPredictor", "ProgramData", "load_neupsl"]

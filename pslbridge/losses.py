@@ -529,7 +529,7 @@ def warn_without_truth(program: GroundProgram, out: LossOutput) -> None:
     Without labels every target is latent; when the rules are also satisfied at the MAP state the energy and
     every gradient are 0 and the step learns nothing (an unsupervised program whose rules conflict with the
     predictions, such as Visual Sudoku's, still learns and is not warned about). A program whose labels are
-    observed (:meth:`~pslbridge.model_files.ModelSpec.observe_labels`) has its data as evidence and is not warned
+    observed (:meth:`~pslbridge.model.ModelSpec.observe_labels`) has its data as evidence and is not warned
     about either.
 
     Examples:

@@ -1,12 +1,12 @@
 """A model's meaning before grounding, in Python: rule checks, duplicate atoms, entity-data maps.
 
-Everything here reads a :class:`~pslbridge.model_files.ModelSpec` and its files and raises
+Everything here reads a :class:`~pslbridge.model.ModelSpec` and its files and raises
 :class:`~pslbridge.errors.ModelFileError` naming the file, line, rule or predicate at fault; nothing touches
 Java. :class:`pslbridge.program.GroundProgram` runs these checks before it declares anything in the JVM, so
 a bad model leaves no trace there.
 
 Examples:
-    >>> from pslbridge.model_files import ModelSpec
+    >>> from pslbridge.model import ModelSpec
     >>> spec = ModelSpec.from_python(rules=["1: A(X, Y) -> B(X) ^2"], predicates={"A": 1, "B": 1},
     ...                              targets={"B": [("x",)]})
     >>> check_rules(spec)
@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import ModelFileError
-from .model_files import DataTable, ModelSpec, PredicateSpec, RuleSpec
+from .model import DataTable, ModelSpec, PredicateSpec, RuleSpec
 from .rule_text import rule_atoms, rule_weight
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -38,7 +38,7 @@ def check_rules(spec: ModelSpec) -> None:
         ModelFileError: No rules, a negative weight, an unknown predicate or a wrong argument count.
 
     Examples:
-        >>> from pslbridge.model_files import ModelSpec
+        >>> from pslbridge.model import ModelSpec
         >>> check_rules(ModelSpec.from_python(rules=["-1: A(X) -> A(X)"], predicates={"A": 1}))
         Traceback (most recent call last):
         ...
@@ -86,7 +86,7 @@ def check_duplicates(spec: ModelSpec) -> None:
     """No atom appears twice across observations and targets (truth rows may repeat them).
 
     Examples:
-        >>> from pslbridge.model_files import ModelSpec
+        >>> from pslbridge.model import ModelSpec
         >>> check_duplicates(ModelSpec.from_python(rules=["1: A(X) -> B(X)"], predicates={"A": 1, "B": 1},
         ...                  observations={"B": [("x", 1.0)]}, targets={"B": [("x",)]}))
         Traceback (most recent call last):
@@ -141,7 +141,7 @@ def read_entity_map(pred: PredicateSpec) -> EntityMap | None:
         ModelFileError: Missing or empty file, short or ragged rows, non-numeric features (with the line).
 
     Examples:
-        >>> from pslbridge.model_files import NeuralSpec, PredicateSpec
+        >>> from pslbridge.model import NeuralSpec, PredicateSpec
         >>> read_entity_map(PredicateSpec("Digit", 2, neural=NeuralSpec(10))) is None
         True
     """
@@ -197,7 +197,7 @@ def neural_target_table(spec: ModelSpec, pred: PredicateSpec, entity_map: Entity
         ModelFileError: Neither targets nor an entity-data map.
 
     Examples:
-        >>> from pslbridge.model_files import ModelSpec
+        >>> from pslbridge.model import ModelSpec
         >>> spec = ModelSpec.from_python(rules=["1: D(I, X) -> L(I, X)"], predicates={"D": 2, "L": 2},
         ...                              neural={"D": 2}, targets={"L": [("a", "0")]})
         >>> neural_target_table(spec, spec.predicate("D"), EntityMap(pd.DataFrame({"arg0": ["a"]}), None)).args

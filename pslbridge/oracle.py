@@ -1,7 +1,7 @@
 """The jar's own answer: run PSL's ``Runtime`` on a model in a fresh process.
 
 Used by the parity tests and benchmarks as an oracle, and by users who want to
-check pslbridge against the reference engine. A :class:`~pslbridge.model_files.ModelSpec`
+check pslbridge against the reference engine. A :class:`~pslbridge.model.ModelSpec`
 is written out as a self-contained PSL runtime config (rules and data inline); neural
 predicates become ordinary observed predicates whose values are the predictions
 given. The config runs in a new interpreter (PSL keeps static state, and a JVM that
@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import EngineError
-from .model_files import ModelSpec
+from .model import ModelSpec
 
 __all__ = ["RuntimeOutput", "run_runtime", "spec_to_runtime_config"]
 
@@ -63,7 +63,7 @@ def spec_to_runtime_config(
         A dict ready for ``json.dumps``, with the data under the ``infer`` or ``learn`` split.
 
     Examples:
-        >>> from pslbridge.model_files import ModelSpec
+        >>> from pslbridge.model import ModelSpec
         >>> spec = ModelSpec.from_python(rules=["1: A(X) -> B(X) ^2"], predicates={"A": 1, "B": 1},
         ...                              observations={"A": [("x", 1.0)]}, targets={"B": [("x",)]})
         >>> spec_to_runtime_config(spec)["predicates"]["A/1"]["observations"]
@@ -214,7 +214,7 @@ def run_runtime(
         EngineError: The child process failed.
 
     Examples:
-        >>> from pslbridge.model_files import load_model
+        >>> from pslbridge.model import load_model
         >>> out = run_runtime(load_model("pslbridge/examples/simple-acquaintances/simple-acquaintances.json"))
         >>> out.atoms.predicate.unique().tolist(), out.objective > 0
         (['KNOWS'], True)

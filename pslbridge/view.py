@@ -19,7 +19,7 @@ import pandas as pd
 
 from . import diagnostics
 from .errors import ClosedError
-from .model_files import ModelSpec
+from .model import ModelSpec
 from .program import GroundProgram
 
 __all__ = ["ProgramView"]
@@ -159,7 +159,7 @@ class ProgramView:
         prints).
 
         Examples:
-            >>> from pslbridge.model_files import EvaluationSpec
+            >>> from pslbridge.model import EvaluationSpec
             >>> spec = ModelSpec.from_python(rules=["1: A(X) -> B(X) ^2", "1: !B(X) ^2"],
             ...     predicates={"A": 1, "B": 1}, observations={"A": [("x", 1.0), ("y", 0.0)]},
             ...     targets={"B": [("x",), ("y",)]}, truth={"B": [("x", 1.0), ("y", 0.0)]})

@@ -11,7 +11,7 @@ import pytest
 from pslbridge import Bridge, ClosedError, ModelFileError, NeuralInputError, load_model
 from pslbridge.errors import ConfigurationError, EngineError
 from pslbridge.examples.mnist_addition import add1_spec
-from pslbridge.model_files import ModelSpec
+from pslbridge.model import ModelSpec
 
 from conftest import EXAMPLES, MODELS
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from pslbridge import Bridge, ModelFileError, load_model
-from pslbridge.model_files import EvaluationSpec, ModelSpec
+from pslbridge.model import EvaluationSpec, ModelSpec
 from pslbridge.oracle import run_runtime
 
 from conftest import EXAMPLES, REPO, TIGHT
@@ -58,7 +58,7 @@ def test_psl_23_property_lists_types_and_arity_from_types_load_and_match_the_jar
 
 def test_block_is_accepted_and_logged(tmp_path, caplog):
     rules, data = _write(tmp_path, DIALECT)
-    with caplog.at_level("INFO", logger="pslbridge.model_files"):
+    with caplog.at_level("INFO", logger="pslbridge.model"):
         load_model(rules, data)
     assert any("'block' has no PSL 2.4 equivalent and is ignored" in r.getMessage() for r in caplog.records)
 

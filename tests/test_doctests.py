@@ -19,7 +19,7 @@ import benchmarks
 import experiments
 import pslbridge
 from pslbridge import Bridge
-from pslbridge.model_files import ModelSpec
+from pslbridge.model import ModelSpec
 
 from conftest import EXAMPLES, REPO
 
@@ -67,7 +67,7 @@ def shared(jvm_started):
 
 
 def test_every_module_is_listed():
-    assert len(MODULES) > 40 and "pslbridge._java" in MODULES and "pslbridge.program.ground" in MODULES
+    assert len(MODULES) > 40 and "pslbridge.engine.failures" in MODULES and "pslbridge.program.ground" in MODULES
 
 
 @pytest.mark.parametrize("name", [pytest.param(m, marks=pytest.mark.slow) if m in SLOW else m for m in MODULES])

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pslbridge import Bridge, PslBridgeError
-from pslbridge.model_files import ModelSpec
+from pslbridge.model import ModelSpec
 
 pytestmark = pytest.mark.usefixtures("jvm_started")
 EXAMPLES = int(os.environ.get("PSLBRIDGE_FUZZ_EXAMPLES", "150"))

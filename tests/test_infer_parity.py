@@ -8,7 +8,7 @@ import pytest
 
 from pslbridge import Bridge, load_model
 from pslbridge.examples.mnist_addition import add1_spec
-from pslbridge.model_files import ModelSpec
+from pslbridge.model import ModelSpec
 from pslbridge.oracle import run_runtime
 
 from conftest import EXAMPLES, TIGHT
@@ -106,7 +106,7 @@ def test_mnist_add1_with_neural_predicate_matches_runtime():
 
 def test_mnist_add1_with_convex_prior_matches_runtime_values():
     spec, probs, _ = _add1(n=8, seed=4, peaked=0.5)
-    from pslbridge.model_files import RuleSpec
+    from pslbridge.model import RuleSpec
 
     spec.rules.append(RuleSpec("0.1: !ImageSum(Img1, Img2, Z) ^2"))
     _compare(spec, neural={"Neural": probs})

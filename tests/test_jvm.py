@@ -15,14 +15,15 @@ def test_fresh_interpreter_starts_with_configured_heap_and_threads():
     proc = run_python("""
         import json, logging
         logging.basicConfig(level=logging.INFO)
-        from pslbridge import jvm, _java
+        from pslbridge import jvm
+        from pslbridge.engine import classes, failures, predicates
         jvm.configure(max_heap="768m", threads=3)
         assert not jvm.is_started()
-        from pslbridge.model_files import ModelSpec
+        from pslbridge.model import ModelSpec
         from pslbridge.bridge import Bridge
         b = Bridge(ModelSpec.from_python(rules=["1: A(X) -> B(X) ^2"], predicates={"A": 1, "B": 1},
                                          observations={"A": [("x", 1.0)]}, targets={"B": [("x",)]}))
-        J = _java.J
+        J = classes.J
         print(json.dumps({"heap": int(J.Runtime.getRuntime().maxMemory()),
                           "threads": int(J.Parallel.getNumThreads()),
                           "value": float(b.infer()["B"][0]),
@@ -42,9 +43,10 @@ def test_fresh_interpreter_starts_with_configured_heap_and_threads():
 def test_environment_variables_configure_the_jvm():
     proc = run_python(
         """
-        from pslbridge import jvm, _java
+        from pslbridge import jvm
+        from pslbridge.engine import classes, failures, predicates
         jvm.start()
-        print(int(_java.J.Runtime.getRuntime().maxMemory()), int(_java.J.Parallel.getNumThreads()))
+        print(int(classes.J.Runtime.getRuntime().maxMemory()), int(classes.J.Parallel.getNumThreads()))
     """,
         env={"PSLBRIDGE_HEAP": "640m", "PSLBRIDGE_THREADS": "1"},
     )
@@ -162,7 +164,7 @@ def test_a_process_whose_jvm_was_started_by_a_thread_still_alive_exits():
 
 def test_psl_log_goes_to_python_logging(jvm_started, caplog):
     from pslbridge.bridge import Bridge
-    from pslbridge.model_files import ModelSpec
+    from pslbridge.model import ModelSpec
 
     spec = ModelSpec.from_python(
         rules=["1: A(X) -> B(X) ^2"],
@@ -188,7 +190,7 @@ def test_psl_log_goes_to_python_logging(jvm_started, caplog):
 def test_no_raw_java_output_on_stderr():
     proc = run_python("""
         from pslbridge.bridge import Bridge
-        from pslbridge.model_files import ModelSpec
+        from pslbridge.model import ModelSpec
         spec = ModelSpec.from_python(rules=["1: A(X) -> B(X) ^2"], predicates={"A": 1, "B": 1},
                                      observations={"A": [("x", 1.0)]}, targets={"B": [("x",)]})
         print(Bridge(spec).infer()["B"][0])
@@ -217,7 +219,8 @@ def test_heap_too_small_is_a_typed_error_and_the_process_survives():
             print("typed:", "max_heap" in str(exc))
         with Bridge(add1_spec([(0, 1)])) as bridge:
             print("usable:", bridge.infer({"Neural": np.full((2, 10), 0.1)}).violated_constraints)
-        from pslbridge._java import J, guard
+        from pslbridge.engine.classes import J
+from pslbridge.engine.failures import guard
         try:
             with guard("reading a number"):
                 J.Integer.parseInt("seven")
@@ -240,7 +243,8 @@ def test_only_a_heap_that_fills_up_during_the_failing_call_makes_it_a_memory_err
         """
         import time
         from pslbridge import jvm
-        from pslbridge._java import J, guard
+        from pslbridge.engine.classes import J
+from pslbridge.engine.failures import guard
         jvm.start()
         pools = [p for p in J.ManagementFactory.getMemoryPoolMXBeans()
                  if p.getType() == J.MemoryType.HEAP and p.isCollectionUsageThresholdSupported()]
@@ -284,7 +288,8 @@ def test_the_first_grounding_of_each_reasoner_warms_its_path_up_and_leaves_nothi
         """
         import logging
         import numpy as np
-        from pslbridge import Bridge, _java
+        from pslbridge import Bridge
+        from pslbridge.engine import classes, failures, predicates
         lines = []
         levels = []
         class Keep(logging.Handler):
@@ -298,7 +303,7 @@ def test_the_first_grounding_of_each_reasoner_warms_its_path_up_and_leaves_nothi
             out = [(lv, m.startswith("InferenceApplication - warm-up:")) for lv, m in zip(levels, lines)
                    if m.endswith("Grounding out model.")]
             return out.count((logging.INFO, False)), out.count((logging.DEBUG, True)), len(out)
-        from pslbridge.model_files import ModelSpec
+        from pslbridge.model import ModelSpec
         from pslbridge.program import grounding
         from pslbridge.examples.mnist_addition import add1_spec
         print("before:", sorted(grounding._WARMED))
@@ -306,7 +311,7 @@ def test_the_first_grounding_of_each_reasoner_warms_its_path_up_and_leaves_nothi
             violated = bridge.infer({"Neural": np.full((2, 10), 0.1)}).violated_constraints
             print("admm:", sorted(grounding._WARMED), violated, warm_rules())
         names = ("PslbridgeWarmUpNeural", "PslbridgeWarmUpLink", "PslbridgeWarmUpTarget")
-        print("left:", [n for n in names if _java.find_predicate(n) is not None])
+        print("left:", [n for n in names if predicates.find_predicate(n) is not None])
         spec = ModelSpec.from_python(rules=["1: PslbridgeWarmUpLink(A, B) -> Other(A, B) ^2"],
                                      predicates={"PslbridgeWarmUpLink": 2, "Other": 2},
                                      observations={"PslbridgeWarmUpLink": [("a", "b")]},
@@ -436,27 +441,27 @@ def test_an_exhaustion_whose_cause_was_lost_is_still_the_memory_error(jvm_starte
     after a worker ran out of heap. A heap pool that cannot be asked (the JVM too short of memory to answer) or
     that was full at some moment since the last check now makes such a symptom the memory error; an ordinary
     error is still an EngineError, and each exhaustion is reported once."""
-    from pslbridge import _java
+    from pslbridge.engine import failures
     from pslbridge.errors import EngineError, EngineMemoryError
 
     bootstrap = _raised("java.lang.BootstrapMethodError", "bootstrap method initialization exception")
     ordinary = _raised("java.lang.NumberFormatException", "seven")
 
-    monkeypatch.setattr(_java, "_HEAP_POOLS", [_FakePool(fails=True)])
-    assert _java.heap_ran_out() and _java.heap_peaked()
-    assert type(_java.translate(bootstrap, "grounding")) is EngineMemoryError
+    monkeypatch.setattr(failures, "_HEAP_POOLS", [_FakePool(fails=True)])
+    assert failures.heap_ran_out() and failures.heap_peaked()
+    assert type(failures.translate(bootstrap, "grounding")) is EngineMemoryError
 
     pool = _FakePool(count=0, peak=1.0)
-    monkeypatch.setattr(_java, "_HEAP_POOLS", [pool])
-    _java.heap_ran_out()  # takes the fake pool's count in
-    assert not _java.heap_ran_out()
-    translated = _java.translate(bootstrap, "grounding")
+    monkeypatch.setattr(failures, "_HEAP_POOLS", [pool])
+    failures.heap_ran_out()  # takes the fake pool's count in
+    assert not failures.heap_ran_out()
+    translated = failures.translate(bootstrap, "grounding")
     assert type(translated) is EngineMemoryError and "max_heap" in str(translated)
     assert pool.resets == 1  # the peak answers once
     pool.peak = 0.5
-    assert type(_java.translate(bootstrap, "grounding")) is EngineError
+    assert type(failures.translate(bootstrap, "grounding")) is EngineError
     pool.peak = 1.0
-    assert type(_java.translate(ordinary, "reading a number")) is EngineError  # not an exhaustion's symptom
+    assert type(failures.translate(ordinary, "reading a number")) is EngineError  # not an exhaustion's symptom
 
 
 def test_a_linkage_error_after_a_reported_exhaustion_says_a_restart_may_be_needed(jvm_started, monkeypatch):
@@ -464,23 +469,23 @@ def test_a_linkage_error_after_a_reported_exhaustion_says_a_restart_may_be_neede
     failed with a BootstrapMethodError, most likely Java code first linked while the heap was full (the JVM then
     repeats that failure for the life of the process). Once an exhaustion has been reported, a linkage error says
     so and suggests a restart; before any exhaustion it does not, and other errors never do."""
-    from pslbridge import _java
+    from pslbridge.engine import failures
     from pslbridge.errors import EngineError, EngineMemoryError
 
     bootstrap = _raised("java.lang.BootstrapMethodError", "bootstrap method initialization exception")
     no_class = _raised("java.lang.NoClassDefFoundError", "org/linqs/psl/Something")
     ordinary = _raised("java.lang.NumberFormatException", "seven")
     pool = _FakePool(count=0, peak=0.5)
-    monkeypatch.setattr(_java, "_HEAP_POOLS", [pool])
-    monkeypatch.setattr(_java, "_MEMORY_ERRORS", [0])
-    _java.heap_ran_out()  # takes the fake pool's count in
+    monkeypatch.setattr(failures, "_HEAP_POOLS", [pool])
+    monkeypatch.setattr(failures, "_MEMORY_ERRORS", [0])
+    failures.heap_ran_out()  # takes the fake pool's count in
 
-    before = _java.translate(bootstrap, "grounding")
+    before = failures.translate(bootstrap, "grounding")
     assert type(before) is EngineError and "restart the process" not in str(before)
     pool.count = 1  # the large grounding: the heap ran out
-    memory = _java.translate(ordinary, "grounding")
+    memory = failures.translate(ordinary, "grounding")
     assert type(memory) is EngineMemoryError and "restart the process" not in str(memory)
     for error in (bootstrap, no_class):  # the small grounding, with a healthy heap
-        after = _java.translate(error, "grounding")
-        assert type(after) is EngineError and str(after).endswith(_java.STALE_LINK_HINT)
-    assert "restart the process" not in str(_java.translate(ordinary, "reading a number"))
+        after = failures.translate(error, "grounding")
+        assert type(after) is EngineError and str(after).endswith(failures.STALE_LINK_HINT)
+    assert "restart the process" not in str(failures.translate(ordinary, "reading a number"))

@@ -264,7 +264,7 @@ def test_unknown_loss_is_refused():
 
 
 def test_neural_atoms_in_hard_constraints_are_flagged(caplog):
-    from pslbridge.model_files import ModelSpec
+    from pslbridge.model import ModelSpec
 
     spec = ModelSpec.from_python(
         rules=["1: Neural(I, X) -> Label(I, X) ^2", "Neural(I, +X) = 1 ."],

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from pslbridge import Bridge, ModelFileError, load_model
-from pslbridge.model_files import ModelSpec
+from pslbridge.model import ModelSpec
 
 from conftest import EXAMPLES, MODELS
 
@@ -128,7 +128,7 @@ def test_empty_data_file_loads_no_rows_with_a_warning(tmp_path, caplog):
     (tmp_path / "a.txt").write_text("\n\n")
     (tmp_path / "m.psl").write_text("1: A(X) -> B(X) ^2\n")
     (tmp_path / "m.data").write_text("predicates:\n  A/1: closed\n  B/1: open\nobservations:\n  A: a.txt\n")
-    with caplog.at_level("WARNING", logger="pslbridge.model_files"):
+    with caplog.at_level("WARNING", logger="pslbridge.model"):
         spec = load_model(tmp_path / "m.psl", tmp_path / "m.data")
     assert len(spec.tables("A", "observations")[0]) == 0
     assert any("a.txt" in r.getMessage() and "empty" in r.getMessage() for r in caplog.records)

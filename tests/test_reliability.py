@@ -15,7 +15,7 @@ import pytest
 from pslbridge import Bridge, CheckpointError, EngineError, ModelFileError, NeuralInputError, checkpoints
 from pslbridge.errors import ConfigurationError
 from pslbridge.examples.mnist_addition import add1_spec
-from pslbridge.model_files import ModelSpec
+from pslbridge.model import ModelSpec
 from pslbridge.networks import TableNetwork
 from pslbridge.oracle import run_runtime
 from pslbridge.training import NeuralBinding, Trainer
@@ -120,17 +120,17 @@ def test_a_bare_array_is_taken_for_the_one_neural_predicate_and_refused_otherwis
 
 
 def test_an_interrupted_psl_worker_is_a_keyboard_interrupt():
-    from pslbridge import _java
+    from pslbridge.engine import classes, failures
 
     try:
-        _java.J.Integer.parseInt("x")  # any Java exception object to wrap
+        classes.J.Integer.parseInt("x")  # any Java exception object to wrap
     except Exception as exc:  # noqa: BLE001
-        assert isinstance(_java.translate(exc, "a test"), EngineError)
+        assert isinstance(failures.translate(exc, "a test"), EngineError)
     runtime_exception = __import__("jpype").JClass("java.lang.RuntimeException")
     try:
         raise runtime_exception("Interrupted waiting for worker (3)")
     except Exception as exc:  # noqa: BLE001
-        assert isinstance(_java.translate(exc, "inference"), KeyboardInterrupt)
+        assert isinstance(failures.translate(exc, "inference"), KeyboardInterrupt)
 
 
 _INTERRUPTS = r"""

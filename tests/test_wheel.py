@@ -8,6 +8,7 @@ environment's editable pslbridge stays out of reach: ``.pth`` files of an added 
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -23,9 +24,16 @@ pytestmark = [pytest.mark.slow, pytest.mark.subprocess]
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
+    """The wheel, built from a copy of the tracked sources (a stale ``build/`` folder would leak into it)."""
     out = tmp_path_factory.mktemp("wheel")
+    source = out / "source"
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout
+    for name in filter(None, tracked.decode().split("\0")):
+        if (REPO / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, source / name)
     proc = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(REPO)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(source)],
         capture_output=True,
         text=True,
         timeout=300,

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..model_files import ModelSpec, NeuralSpec, PredicateSpec, read_rules_file
+from ..model import ModelSpec, NeuralSpec, PredicateSpec, read_rules_file
 
 __all__ = [
     "AdditionSet",

@@ -15,7 +15,7 @@ everything above it speak numpy and pandas. Its parts, one job each:
 ========================  ===============================================================
 
 Examples:
-    >>> from pslbridge.model_files import ModelSpec
+    >>> from pslbridge.model import ModelSpec
     >>> from pslbridge.program import GroundProgram
     >>> spec = ModelSpec.from_python(rules=["1: PgA(X) -> PgB(X) ^2"], predicates={"PgA": 1, "PgB": 1},
     ...                              observations={"PgA": [("x", 1.0)]}, targets={"PgB": [("x",)]})

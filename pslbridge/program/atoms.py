@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .. import _java
-from .._java import guard
+from ..engine import datastore
+from ..engine.failures import guard
 from ..errors import ModelFileError, NeuralInputError
+from ..model import DataTable, ModelSpec, PredicateSpec
 from ..model_checks import EntityMap
-from ..model_files import DataTable, ModelSpec, PredicateSpec
 
 __all__ = ["DELIMITER", "AtomIndex", "NeuralBlock", "TargetRows", "render_key"]
 
@@ -145,7 +145,7 @@ class AtomIndex:
         self.atom_count = int(atom_store.size())
         self.rv_count = int(atom_store.getMaxRVAIndex()) + 1
         with guard("indexing atoms"):
-            text = _java.join_texts(atom_store.getAtoms(), self.atom_count, DELIMITER)
+            text = datastore.join_texts(atom_store.getAtoms(), self.atom_count, DELIMITER)
         keys = text.split(DELIMITER) if self.atom_count else []
         if len(keys) != self.atom_count:
             raise ModelFileError("an argument contains the control character U+001E; remove it from the data")

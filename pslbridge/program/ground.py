@@ -1,13 +1,13 @@
 """The grounded program that stays resident in the JVM, behind a numpy/pandas facade.
 
-A :class:`GroundProgram` takes a :class:`~pslbridge.model_files.ModelSpec`, checks it in Python, declares
+A :class:`GroundProgram` takes a :class:`~pslbridge.model.ModelSpec`, checks it in Python, declares
 its predicates, compiles its rules, loads its data, grounds it once and keeps the term store, reasoner and
 atom store alive. It is the only holder of Java objects: everything it returns is numpy, pandas or plain
 Python, and its pieces each own one job (:mod:`.registry`, :mod:`.grounding`, :mod:`.atoms`,
 :mod:`.labels`, :mod:`.solver`, :mod:`.terms`).
 
 Examples:
-    >>> from pslbridge.model_files import ModelSpec
+    >>> from pslbridge.model import ModelSpec
     >>> spec = ModelSpec.from_python(rules=["1: GpA(X) -> GpB(X) ^2", "1: !GpB(X) ^2"],
     ...     predicates={"GpA": 1, "GpB": 1}, observations={"GpA": [("x", 1.0)]}, targets={"GpB": [("x",)]})
     >>> with GroundProgram(spec) as program:
@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 
 from .. import jvm
-from .._java import guard
+from ..engine.failures import guard
 from ..errors import ClosedError, ConfigurationError, EngineError
-from ..model_files import ModelSpec
+from ..model import ModelSpec
 from ..neural_inputs import as_prediction_array
 from .atoms import AtomIndex, NeuralBlock, TargetRows
 from .grounding import build

@@ -6,7 +6,7 @@ then grounds the rules into its term store, under the program's PSL options. Wha
 
 Examples:
     >>> from pslbridge.program import GroundProgram
-    >>> from pslbridge.model_files import ModelSpec
+    >>> from pslbridge.model import ModelSpec
     >>> spec = ModelSpec.from_python(rules=["1: GrA(X) -> GrB(X) ^2"], predicates={"GrA": 1, "GrB": 1},
     ...                              observations={"GrA": [("x", 1.0)]}, targets={"GrB": [("x",)]})
     >>> with GroundProgram(spec) as program:
@@ -25,11 +25,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .. import _java, jvm
-from .._java import guard
+from .. import jvm
+from ..engine import classes, setup
+from ..engine import datastore as java_data
+from ..engine import predicates as java_predicates
+from ..engine.failures import guard
 from ..errors import ModelFileError
+from ..model import DataTable, ModelSpec
 from ..model_checks import check_duplicates, check_rules, neural_target_table, read_entity_map
-from ..model_files import DataTable, ModelSpec
 from .atoms import AtomIndex
 from .registry import PredicateRegistry
 from .rules import RuleSet
@@ -91,12 +94,12 @@ class Grounded:
         """Run ``spec``'s declared evaluations (PSL's evaluators) on the target database against the truth.
 
         ``predicates`` are the Java predicates by :attr:`PredicateSpec.key`. Returns one dict per evaluation:
-        ``predicate``, ``primary`` and the evaluator's results (see :func:`pslbridge._java.evaluate`).
+        ``predicate``, ``primary`` and the evaluator's results (see :func:`pslbridge.engine.predicates.evaluate`).
         """
         rows = []
         for pred in spec.predicates.values():
             for evaluation in pred.evaluations:
-                result = _java.evaluate(
+                result = java_predicates.evaluate(
                     evaluation.evaluator, dict(evaluation.options), predicates[pred.key], self.db, self.truth_db
                 )
                 rows.append({"predicate": pred.name, "primary": evaluation.primary, **result})
@@ -127,7 +130,7 @@ def ground(
         predicates: Java predicates by upper-cased name.
         rules: The compiled Java rules in model order.
         options: PSL options applied while the reasoner is built.
-        reasoner: A key of :data:`pslbridge._java.REASONERS`.
+        reasoner: A key of :data:`pslbridge.engine.classes.REASONERS`.
         neural_targets: Target tables generated for neural predicates (entities × classes).
 
     Returns:
@@ -141,7 +144,7 @@ def ground(
     """
     url = f"jdbc:sqlite:file:pslbridge_{next(_ids)}?mode=memory&cache=shared&read_uncommitted=true"
     standard = [predicates[p.key] for p in spec.predicates.values() if p.function is None]
-    datastore, partitions = _java.open_memory_datastore(url, standard)
+    datastore, partitions = java_data.open_memory_datastore(url, standard)
     grounded = Grounded(datastore)
     try:
         tables = [t for t in spec.data if not (t.partition == "targets" and t.predicate.upper() in neural_targets)]
@@ -151,15 +154,15 @@ def ground(
             with guard(f"loading {table.partition} of {table.predicate} from {table.origin}"):
                 values = None if table.values is None else table.values.tolist()
                 pred = predicates[table.predicate.upper()]
-                _java.insert_rows(datastore, pred, partitions[table.partition], table.args.tolist(), values)
+                java_data.insert_rows(datastore, pred, partitions[table.partition], table.args.tolist(), values)
         closed = [predicates[p.key] for p in spec.predicates.values() if spec.is_closed(p.name) and p.function is None]
-        with _java.config_layer({**options, "inference.initialvalue": "ATOM"}):
+        with java_data.config_layer({**options, "inference.initialvalue": "ATOM"}):
             jvm.sync_log_level()
             with guard("grounding"):
-                grounded.db, grounded.truth_db = _java.open_databases(datastore, partitions, closed)
-                grounded.app = _java.new_inference(reasoner, rules, grounded.db)
+                grounded.db, grounded.truth_db = java_data.open_databases(datastore, partitions, closed)
+                grounded.app = java_data.new_inference(reasoner, rules, grounded.db)
     except BaseException:
-        _java.release_workers()  # first: workers of a failed grounding may still be filling the heap
+        setup.release_workers()  # first: workers of a failed grounding may still be filling the heap
         try:
             grounded.close()
         except Exception:  # noqa: BLE001 - already failing; the first error matters
@@ -211,8 +214,8 @@ def build(
         (['compile', 'ground'], False)
         >>> built.grounded.close(); built.registry.release()
     """
-    if reasoner not in _java.REASONERS:
-        raise ModelFileError(f"unknown reasoner {reasoner!r}; choose one of {sorted(_java.REASONERS)}")
+    if reasoner not in classes.REASONERS:
+        raise ModelFileError(f"unknown reasoner {reasoner!r}; choose one of {sorted(classes.REASONERS)}")
     _warn_unknown_options(options)
     check_rules(spec)
     check_duplicates(spec)
@@ -225,7 +228,7 @@ def build(
     grounded = None
     t0 = time.perf_counter()
     try:
-        errors = _java.FunctionErrors()
+        errors = java_predicates.FunctionErrors()
         predicates = registry.declare(functions, errors)
         rules = RuleSet(spec.rules)
         t1 = time.perf_counter()
@@ -244,7 +247,7 @@ def build(
         RuleSet.check_weights(rules.weights, rules.texts())
     except BaseException:
         if grounded is not None:  # a failed ground() has already released its workers and closed its objects
-            _java.release_workers()
+            setup.release_workers()
             try:
                 grounded.close()
             except Exception:  # noqa: BLE001 - already failing; the first error matters
@@ -267,7 +270,7 @@ def warm_up(reasoner: str) -> None:
     :func:`build` calls this; a failure here is left to the real grounding to report.
 
     Args:
-        reasoner: A key of :data:`pslbridge._java.REASONERS`.
+        reasoner: A key of :data:`pslbridge.engine.classes.REASONERS`.
 
     Examples:
         >>> warm_up("admm")  # once per process and reasoner; later calls return at once
@@ -295,7 +298,7 @@ def warm_up(reasoner: str) -> None:
 
 
 def _warn_unknown_options(options: Mapping[str, str]) -> None:
-    known = set(_java.known_options())
+    known = set(java_predicates.known_options())
     for key in options:
         if key not in known:
             close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)

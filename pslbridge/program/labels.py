@@ -6,7 +6,7 @@ solved for. PSL's learners swap each labelled random-variable atom in the atom s
 :class:`Labels` prepares the swapped-in blocks once, so fixing is one array copy per contiguous run.
 
 Examples:
-    >>> from pslbridge.model_files import ModelSpec
+    >>> from pslbridge.model import ModelSpec
     >>> from pslbridge.program import GroundProgram
     >>> spec = ModelSpec.from_python(rules=["1: LbA(X) -> LbB(X) ^2"], predicates={"LbA": 1, "LbB": 1},
     ...     observations={"LbA": [("x", 1.0), ("y", 0.0)]}, targets={"LbB": [("x",), ("y",)]},
@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import _java
-from .._java import guard
-from ..model_files import ModelSpec
+from ..engine import datastore
+from ..engine.failures import guard
+from ..model import ModelSpec
 from .atoms import DELIMITER, AtomIndex
 
 __all__ = ["Labels"]
@@ -71,7 +71,7 @@ class Labels:
         atoms = store.getAtoms()
         with guard("fixing labelled atoms"):
             for start, _, observed in self._runs:
-                _java.array_copy(observed, atoms, start)
+                datastore.array_copy(observed, atoms, start)
         java_values = store.getAtomValues()
         values = np.array(java_values[0 : self._rv_count], dtype=np.float32)
         values[self.label_index] = self.label_values
@@ -85,7 +85,7 @@ class Labels:
         atoms = self._atom_store.getAtoms()
         with guard("unfixing labelled atoms"):
             for start, rv_block, _ in self._runs:
-                _java.array_copy(rv_block, atoms, start)
+                datastore.array_copy(rv_block, atoms, start)
         self.fixed = False
 
     def unfixed_mask(self, atom_count: int, deep: np.ndarray) -> np.ndarray:
@@ -133,7 +133,7 @@ def _runs(index: np.ndarray, atoms: AtomIndex, atom_store: Any, truth_store: Any
     with guard("preparing labelled atoms"):
         n_truth = int(truth_store.size())
         truth_atoms = truth_store.getAtoms()
-        text = _java.join_texts(truth_atoms, n_truth, DELIMITER)
+        text = datastore.join_texts(truth_atoms, n_truth, DELIMITER)
     truth_lookup = {k: i for i, k in enumerate(text.split(DELIMITER))} if n_truth else {}
     breaks = np.flatnonzero(np.diff(index) != 1) + 1
     runs = []
@@ -141,8 +141,8 @@ def _runs(index: np.ndarray, atoms: AtomIndex, atom_store: Any, truth_store: Any
     with guard("preparing labelled atoms"):
         for chunk in np.split(index, breaks):
             start, stop = int(chunk[0]), int(chunk[-1]) + 1
-            rv_block = _java.copy_range(store_atoms, start, stop)
-            observed = _java.copy_range(store_atoms, start, stop)
+            rv_block = datastore.copy_range(store_atoms, start, stop)
+            observed = datastore.copy_range(store_atoms, start, stop)
             for offset, atom_index in enumerate(range(start, stop)):
                 observed[offset] = truth_atoms[truth_lookup[atoms.keys[atom_index]]]
             runs.append((start, rv_block, observed))

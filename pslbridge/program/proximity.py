@@ -7,7 +7,7 @@ store, read by the reasoner from their objects and from the value array, so :met
 both.
 
 Examples:
-    >>> from pslbridge.model_files import ModelSpec
+    >>> from pslbridge.model import ModelSpec
     >>> from pslbridge.program import GroundProgram
     >>> spec = ModelSpec.from_python(rules=["1: PxA(X) -> PxB(X) ^2"], predicates={"PxA": 1, "PxB": 1},
     ...     observations={"PxA": [("x", 1.0)]}, targets={"PxB": [("x",), ("y",)]})
@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import _java
-from .._java import guard
+from ..engine import reasoner
+from ..engine.failures import guard
 from ..errors import ConfigurationError
 
 __all__ = ["Proximity"]
@@ -60,7 +60,7 @@ class Proximity:
         self.targets = np.asarray(targets, dtype=np.int64)
         self.weight = float(weight)
         self._atom_store = atom_store
-        self._rule, self._observed = _java.add_proximity_terms(database, term_store, self.targets.tolist(), weight)
+        self._rule, self._observed = reasoner.add_proximity_terms(database, term_store, self.targets.tolist(), weight)
         self.atoms = np.arange(first, first + self.targets.size, dtype=np.int64)
         self.terms = 2 * int(self.targets.size)
 
@@ -112,4 +112,4 @@ class Proximity:
         if self.targets.size == 0:
             return
         self._atom_store.getAtomValues()[int(self.atoms[0]) : int(self.atoms[-1]) + 1] = array
-        _java.set_observed_values(self._observed, array)
+        reasoner.set_observed_values(self._observed, array)

@@ -6,7 +6,7 @@ program may declare the same name with another arity or kind. A declaration that
 use is refused before anything is declared.
 
 Examples:
-    >>> from pslbridge.model_files import PredicateSpec
+    >>> from pslbridge.model import PredicateSpec
     >>> registry = PredicateRegistry([PredicateSpec("RegDocA", 1)], source="<doc>")
     >>> sorted(registry.declare())
     ['REGDOCA']
@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .. import _java
+from ..engine import predicates as java_predicates
 from ..errors import ModelFileError
-from ..model_files import PredicateSpec
+from ..model import PredicateSpec
 
 __all__ = ["PredicateRegistry", "in_use"]
 
@@ -46,7 +46,7 @@ class PredicateRegistry:
         source: The model's source, for messages.
 
     Examples:
-        >>> from pslbridge.model_files import PredicateSpec
+        >>> from pslbridge.model import PredicateSpec
         >>> registry = PredicateRegistry([PredicateSpec("ExampleRegistered", 2)], "an example")
         >>> java = registry.declare()
         >>> sorted(java), in_use()["EXAMPLEREGISTERED"]
@@ -75,7 +75,7 @@ class PredicateRegistry:
         """
         callables = {str(k).upper(): v for k, v in (functions or {}).items()}
         for spec in self.predicates:
-            existing = _java.find_predicate(spec.name)
+            existing = java_predicates.find_predicate(spec.name)
             if existing is not None:
                 self._check_clash(spec, existing)
             if spec.function is not None and not callable(callables.get(spec.key)):
@@ -91,11 +91,15 @@ class PredicateRegistry:
             raise ModelFileError(f"functions given for {unknown}, which are not functional predicates of the model")
         declared = {}
         for spec in self.predicates:
-            existed = _java.find_predicate(spec.name) is not None
+            existed = java_predicates.find_predicate(spec.name) is not None
             if spec.function is not None:
-                declared[spec.key] = _java.declare_function(spec.name, spec.types, callables[spec.key], errors)
+                declared[spec.key] = java_predicates.declare_function(
+                    spec.name, spec.types, callables[spec.key], errors
+                )
             else:
-                declared[spec.key] = _java.declare_predicate(spec.name, spec.types, deep=spec.neural is not None)
+                declared[spec.key] = java_predicates.declare_predicate(
+                    spec.name, spec.types, deep=spec.neural is not None
+                )
             if not existed or spec.key in _IN_USE:
                 _IN_USE[spec.key] = _IN_USE.get(spec.key, 0) + 1
                 self._held.append(spec.key)
@@ -107,11 +111,11 @@ class PredicateRegistry:
             _IN_USE[key] -= 1
             if _IN_USE[key] == 0:
                 del _IN_USE[key]
-                _java.unregister_predicate(key)
+                java_predicates.unregister_predicate(key)
         self._held = []
 
     def _check_clash(self, spec: PredicateSpec, existing: Any) -> None:
-        types, deep, standard = _java.predicate_signature(existing)
+        types, deep, standard = java_predicates.predicate_signature(existing)
         if types == spec.types and deep == (spec.neural is not None) and standard and spec.function is None:
             return
         kind = "neural" if deep else "standard"

@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import _java
-from .._java import guard
+from ..engine import datastore, failures
+from ..engine.failures import guard
 from ..errors import ConfigurationError
-from ..model_files import RuleSpec
+from ..model import RuleSpec
 
 __all__ = ["RuleInfo", "RuleSet"]
 
@@ -63,7 +63,7 @@ class RuleSet:
     """
 
     def __init__(self, rules: Sequence[RuleSpec]) -> None:
-        self.java = [_java.compile_rule(r.text, r.path, r.line) for r in rules]
+        self.java = [failures.compile_rule(r.text, r.path, r.line) for r in rules]
         with guard("reading the rules"):
             self.info = [
                 RuleInfo(str(r), bool(r.isWeighted()), bool(r.isWeighted()) and bool(r.isSquared())) for r in self.java
@@ -86,7 +86,7 @@ class RuleSet:
         self.check_weights(values, self.texts())
         with guard("setting rule weights"):
             for i, w in zip(self.weighted, values):
-                self.java[i].setWeight(_java.float32(w))
+                self.java[i].setWeight(datastore.float32(w))
 
     @staticmethod
     def check_weights(values: np.ndarray, texts: Sequence[str]) -> None:

@@ -2,12 +2,12 @@
 
 :class:`Solver` wraps PSL's inference application of one program. Solve statistics come from the solve
 itself: the objective is ``inference()``'s return value and the iteration count the reasoner's closing
-event (collected for the calling thread only, see :mod:`pslbridge._javalog`). The dual-BCD reasoners
+event (collected for the calling thread only, see :mod:`pslbridge.engine.logs`). The dual-BCD reasoners
 optimise a regularised objective (``λ Σ x²`` over unfixed atoms is added); every objective and Φ this module
 reports is the unregularised one, as PSL's own ``DualBCDReasoner.optimize`` returns it.
 
 Examples:
-    >>> from pslbridge.model_files import ModelSpec
+    >>> from pslbridge.model import ModelSpec
     >>> from pslbridge.program import GroundProgram
     >>> spec = ModelSpec.from_python(rules=["1: SvA(X) -> SvB(X) ^2", "1: !SvB(X) ^2"],
     ...     predicates={"SvA": 1, "SvB": 1}, observations={"SvA": [("x", 1.0)]}, targets={"SvB": [("x",)]})
@@ -25,8 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import _java, _javalog, jvm
-from .._java import guard
+from .. import jvm
+from ..engine import classes, datastore, logs
+from ..engine import reasoner as java_reasoner
+from ..engine.failures import guard
 
 __all__ = ["SolveStats", "Solver", "WarmStart"]
 
@@ -68,7 +70,7 @@ class Solver:
 
     Args:
         app: PSL's inference application.
-        reasoner: The reasoner's name (a key of :data:`pslbridge._java.REASONERS`).
+        reasoner: The reasoner's name (a key of :data:`pslbridge.engine.classes.REASONERS`).
         rules: The compiled rules in model order.
         weighted: Whether each rule is weighted.
 
@@ -85,14 +87,14 @@ class Solver:
         self.term_store = app.getTermStore()
         self.reasoner = app.getReasoner()
         self.atom_store = app.getDatabase().getAtomStore()
-        self.regularization = _java.regularization_parameter(self.reasoner)
+        self.regularization = java_reasoner.regularization_parameter(self.reasoner)
         self._rv_gradient: Any = None
         self._deep_gradient: Any = None
 
     @property
     def dual(self) -> bool:
         """Whether the reasoner is one of the dual-BCD reasoners (regularised objective)."""
-        return self.name in _java.DUAL_REASONERS
+        return self.name in classes.DUAL_REASONERS
 
     def solve(self, reset: bool) -> SolveStats:
         """Run MAP inference on the resident terms (no commit to the database).
@@ -105,8 +107,8 @@ class Solver:
             return SolveStats(0.0, 0, 0)
         jvm.sync_log_level()
         if self.name == "admm":
-            _java.clear_admm_cache()
-        with _javalog.solve_events() as events, guard("inference"):
+            java_reasoner.clear_admm_cache()
+        with logs.solve_events() as events, guard("inference"):
             objective = float(self.app.inference(False, bool(reset)))
         if events:
             return SolveStats(objective, int(events[-1]["violated"]), int(events[-1]["iterations"]))
@@ -120,7 +122,7 @@ class Solver:
                 regularisation); ignored by the other reasoners.
         """
         with guard("computing the objective"):
-            objective, violated = _java.compute_objective(self.reasoner, self.term_store)
+            objective, violated = java_reasoner.compute_objective(self.reasoner, self.term_store)
         if self.dual and unfixed.any():
             values = self.values(unfixed.size).astype(np.float64)
             objective -= self.regularization * float(np.dot(values[unfixed], values[unfixed]))
@@ -171,7 +173,7 @@ class Solver:
                     rules[i].setActive(True)
                     if weights[k] is not None:
                         rules[i].setWeight(1.0)
-                    out[k], violated[k] = _java.compute_objective(self.reasoner, self.term_store)
+                    out[k], violated[k] = java_reasoner.compute_objective(self.reasoner, self.term_store)
                     rules[i].setActive(False)
                     if weights[k] is not None:
                         rules[i].setWeight(weights[k])
@@ -191,8 +193,8 @@ class Solver:
         """
         total = int(self.atom_store.size())  # proximity atoms may follow the model's atoms
         if self._rv_gradient is None or len(self._rv_gradient) < total:
-            self._rv_gradient = _java.new_float_array(total)
-            self._deep_gradient = _java.new_float_array(total)
+            self._rv_gradient = datastore.new_float_array(total)
+            self._deep_gradient = datastore.new_float_array(total)
         with guard("computing neural gradients"):
             self.reasoner.computeOptimalValueGradient(self.term_store, self._rv_gradient, self._deep_gradient)
         deep = np.array(self._deep_gradient[0:size], dtype=np.float32)

@@ -9,7 +9,7 @@ products). Export cost, measured on 2 cores: ~1.5 µs of Java and ~6 µs of pars
 5 s + 20 s), paid once per program and only by the features that need it.
 
 Examples:
-    >>> from pslbridge.model_files import ModelSpec
+    >>> from pslbridge.model import ModelSpec
     >>> from pslbridge.program import GroundProgram
     >>> spec = ModelSpec.from_python(rules=["2: TmA(X) -> TmB(X)", "TmB(+X) <= 1 ."],
     ...     predicates={"TmA": 1, "TmB": 1}, observations={"TmA": [("x", 0.7), ("y", 0.2)]},
@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .. import _java
-from .._java import guard
+from ..engine import datastore
+from ..engine.failures import guard
 from .atoms import DELIMITER
 
 __all__ = ["TermTable", "Terms", "export_terms", "term_rows"]
@@ -198,7 +198,7 @@ def export_terms(term_store: Any, rules: Sequence[Any], weighted: Sequence[bool]
             for i, (rule, w) in enumerate(zip(rules, weighted)):
                 if w:
                     rule.setWeight(float(i + 1))
-            text = _java.join_texts(_java.term_objects(term_store), count, DELIMITER)
+            text = datastore.join_texts(datastore.term_objects(term_store), count, DELIMITER)
         finally:
             for rule, w in zip(rules, saved):
                 if w is not None:

@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ._java import J
+from .classes import J
 
 __all__ = ["install_appender", "remove_appender", "set_psl_log_level", "solve_events"]
 

@@ -1,0 +1,180 @@
+"""PSL's process-wide set-up after the JVM starts, and facts about the running JVM (versions, heap, threads).
+
+Examples:
+    >>> psl_version().startswith("2.4.0")
+    True
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from .classes import J
+from .failures import forget_exhaustion, translate, watch_heap
+from .predicates import registry_map
+
+log = logging.getLogger(__name__)
+
+#: Reflected fields that the failure paths read, opened when PSL starts (see :func:`_prepare_recovery`).
+_RECOVERY: dict[str, Any] = {}
+
+_KEEP: list[Any] = []
+
+
+def init_psl(threads: int) -> None:
+    """Apply process-wide PSL options right after the JVM starts.
+
+    Args:
+        threads: PSL worker thread count.
+
+    Examples:
+        >>> init_psl(2)
+    """
+    config = J.Config
+    config.setProperty("parallel.numthreads", str(threads), False)
+    watch_heap()  # also loads the heap-watch classes now: after the heap runs out, loading can fail
+    _prepare_recovery()
+    # Walk the error path once: JPype builds a Java method's dispatch cache on its first call, and a cache
+    # whose first call ran out of heap crashes the process later (a segfault in printStackTrace on the
+    # next error after an EngineMemoryError).
+    try:
+        J.Integer.parseInt("not a number")
+    except Exception as exc:  # noqa: BLE001 - the point is to translate it
+        translate(exc, "starting PSL")
+    # The default RANDOM re-randomises every random-variable atom on reset, neural ones included.
+    config.setProperty("inference.initialvalue", "ATOM", False)
+    # netlib's "Failed to load implementation" warnings go through java.util.logging.
+    off = J.JulLevel.OFF
+    for name in ("com.github.fommil.netlib", "dev.ludovic.netlib", "com.github.fommil"):
+        logger = J.JulLogger.getLogger(name)
+        logger.setLevel(off)
+        _KEEP.append(logger)  # java.util.logging holds loggers weakly
+
+
+def psl_version() -> str:
+    """Return the PSL version string of the loaded jar.
+
+    Examples:
+        >>> psl_version().startswith("2.4.0")
+        True
+    """
+    return str(J.PslVersion.getFull())
+
+
+def java_version() -> str:
+    """Return the running JVM's version.
+
+    Examples:
+        >>> int(java_version().split(".")[0]) >= 11
+        True
+    """
+    return str(J.System.getProperty("java.version"))
+
+
+def heap_used_bytes() -> int:
+    """Return the Java heap currently in use, in bytes.
+
+    Examples:
+        >>> heap_used_bytes() > 0
+        True
+    """
+    rt = J.Runtime.getRuntime()
+    return int(rt.totalMemory() - rt.freeMemory())
+
+
+def thread_count() -> int:
+    """PSL's worker thread count.
+
+    Examples:
+        >>> thread_count() >= 1
+        True
+    """
+    return int(J.Parallel.getNumThreads())
+
+
+def release_workers(timeout_s: float = 30.0) -> None:
+    """Shut PSL's worker pool down after a failed parallel task and wait until what it held is freed.
+
+    A task that fails (e.g. grounding that runs out of heap) skips PSL's own worker clean-up, so the
+    pool's static worker list keeps the half-built ground terms alive, and workers still running go on
+    filling the heap. This shuts the pool down and waits (up to ``timeout_s``) until its threads have
+    ended; while the heap is still full each step may itself fail, so it is retried. The next parallel
+    task starts a fresh pool. Afterwards a heap exhaustion already reported is forgotten
+    (:func:`forget_exhaustion`), so a later, unrelated failure is not blamed on it.
+
+    Args:
+        timeout_s: How long to keep trying before giving up (the caller is already failing).
+
+    Examples:
+        >>> release_workers()
+        >>> thread_count() >= 1
+        True
+    """
+    deadline = time.monotonic() + timeout_s
+    pool = None
+    while True:
+        try:
+            # Taken before close(), which forgets the pool once it has waited for it (at most 10 s).
+            field = _RECOVERY.get("pool")
+            pool = pool if pool is not None or field is None else field.get(None)
+            J.Parallel.close()
+            # A worker thread killed by the exhaustion may never be counted out of the pool, so "no worker is
+            # running a task" (their task locks are released in a finally block) is as good as terminated.
+            if pool is not None and not (
+                pool.awaitTermination(200, J.TimeUnit.MILLISECONDS) or pool.getActiveCount() == 0
+            ):
+                raise TimeoutError("PSL's workers are still running")
+            J.System.gc()
+            break
+        except Exception:  # noqa: BLE001 - while the heap is full any step can fail; try again
+            if time.monotonic() > deadline:
+                log.warning("PSL's worker pool did not stop within %.0f s of a failed task", timeout_s)
+                break
+            time.sleep(0.1)
+    forget_exhaustion()
+
+
+def _prepare_recovery() -> None:
+    """Make the failure paths' Java calls ready while the heap has room (called when PSL starts).
+
+    Reflection builds accessor classes on first use, which fails while the heap is exhausted; the
+    fields that :func:`release_workers` and :func:`unregister_predicate` read are opened and read once here.
+    """
+    field = J.Parallel.class_.getDeclaredField("pool")
+    field.setAccessible(True)
+    field.get(None)
+    _RECOVERY["pool"] = field
+    # JPype builds a class's Python wrapper when it first meets one of its objects; built while the heap is
+    # exhausted, it lacks methods. PSL's pool is a ThreadPoolExecutor: meet one now, and call what is used.
+    executor = J.Executors.newFixedThreadPool(1)
+    executor.shutdown()
+    executor.awaitTermination(1, J.TimeUnit.SECONDS)
+    executor.getActiveCount()
+    registry_map()
+
+
+def stop_reference_queue() -> None:
+    """Stop JPype's reference queue: the Java thread that releases Python objects once Java no longer holds them.
+
+    JPype stops it itself when it destroys the JVM at exit. A process that exits without destroying the JVM (one
+    whose JVM was started off the main thread, see :mod:`pslbridge.jvm`) stops it with this, from an ``atexit``
+    handler: a release that reaches Python while the interpreter finalizes aborts the process ("FATAL: exception
+    not rethrown"). The Python objects Java still holds are released on the calling thread.
+
+    Examples:
+        >>> J.JPypeReferenceQueue.getInstance().isRunning()  # the thread this stops (not here: the process goes on)
+        True
+    """
+    J.JPypeReferenceQueue.getInstance().stop()
+
+
+def max_heap_bytes() -> int:
+    """The JVM's ``-Xmx`` in bytes.
+
+    Examples:
+        >>> max_heap_bytes() > 0
+        True
+    """
+    return int(J.Runtime.getRuntime().maxMemory())
