@@ -109,7 +109,7 @@ def run_split(seed: int, split: int, steps: int, every: int, out: Path, shift: f
     ``shift``: pslbridge's data augmentation (None: the runner's default; 0: the paper's recipe, as the official
     loop runs it).
     """
-    from experiments.mnist_add_runner import NeuPSLRun, default_setting, split_data
+    from experiments.mnist_add.runner import NeuPSLRun, default_setting, split_data
     from pslbridge.datasets.mnist import load_mnist
 
     setting = replace(default_setting(1, 300), epochs=max(1, steps // 20), curve=True)

@@ -46,7 +46,7 @@ def build_problem(name: str) -> ModelSpec:
         additions = int(name.split("-", 1)[1])
         spec = add1_problem(additions, seed=additions)[0]
     elif name in ("citeseer", "cora"):
-        from experiments.citation import citation_spec
+        from experiments.citation.model import citation_spec
         from pslbridge.datasets.planetoid import load_planetoid, make_split
 
         graph = load_planetoid(name)

@@ -70,7 +70,7 @@ def load_problem(name: str, seed: int = 0) -> Problem:
         pixels = (x_train[train.image_ids].reshape(len(train.image_ids), -1) / 255.0).astype(np.float32)
         return Problem(name, addition_spec(train), pixels, "lenet", 1e-3, {"admmreasoner.maxiterations": "500"})
     if name in ("citeseer", "cora"):
-        from experiments.citation import citation_spec, normalise_rows
+        from experiments.citation.model import citation_spec, normalise_rows
         from pslbridge.datasets.planetoid import load_planetoid, make_split
 
         graph = load_planetoid(name)
@@ -114,7 +114,7 @@ def make_network(kind: str, classes: int, features: int, learning_rate: float, s
         from pslbridge.examples.mnist_addition import lenet
 
         return lenet(classes, learning_rate)
-    from experiments.citation import dense_classifier
+    from experiments.citation.model import dense_classifier
 
     return dense_classifier(features, classes, learning_rate, 5e-6)
 

@@ -20,9 +20,9 @@ def main(argv: list[str] | None = None) -> int:
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     runners = {
-        "mnist-add": "experiments.mnist_add_runner",
-        "citation": "experiments.citation_runner",
-        "visual-sudoku": "experiments.visual_sudoku_runner",
+        "mnist-add": "experiments.mnist_add.runner",
+        "citation": "experiments.citation.runner",
+        "visual-sudoku": "experiments.visual_sudoku.runner",
         "search": "experiments.search",
         "results-page": "experiments.results_page",
     }

@@ -6,9 +6,9 @@ from the tuning ``--seed``; pick seeds you will not report on), scores every epo
 only (the runner's model-selection score), and stops poor trials early with ASHA. No trial runs test inference:
 test accuracy cannot influence the choice. It writes ``search.json`` (every trial: its values, best validation
 score and epoch, epochs run) and ``search.md`` (the table, best first, and the chosen values), and keeps Tune's
-own trial folders under ``tune/``. Any field of :class:`~experiments.mnist_add_runner.Setting` can be
+own trial folders under ``tune/``. Any field of :class:`~experiments.mnist_add.runner.Setting` can be
 searched (learning rate, schedule, loss, reasoner, epochs, model form...); the others are the runner's
-defaults for the size (:func:`~experiments.mnist_add_runner.default_setting`: ``--digits 2
+defaults for the size (:func:`~experiments.mnist_add.runner.default_setting`: ``--digits 2
 --additions 150`` searches around MNIST-Add2-150's schedule, scored on the validation place sums).
 
 Example:
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from .arguments import DefaultsHelpFormatter, positive_int
-from .mnist_add_runner import Setting, default_setting, memory_estimate_mb, validate_split
+from .mnist_add.runner import Setting, default_setting, memory_estimate_mb, validate_split
 from .sweep import RUN_CPUS, require_ray, start_ray
 
 __all__ = ["epoch_budget", "main", "parse_space", "search", "trial"]

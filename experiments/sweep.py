@@ -89,7 +89,7 @@ class Run:
         memory_mb: Memory the run needs, declared to Ray so a machine is not oversubscribed.
 
     Example:
-        >>> Run("add1-300-split0", "experiments.mnist_add_runner:run_split_json", {}).memory_mb
+        >>> Run("add1-300-split0", "experiments.mnist_add.runner:run_split_json", {}).memory_mb
         1500
         >>> Run("a b", "m:f", {})
         Traceback (most recent call last):

@@ -1,8 +1,8 @@
 """``make demo``: train a NeuPSL model on MNIST-Addition, then save it, load it and predict new additions.
 
 The network (the paper's LeNet) sees only images; the labels are the *sums* of pairs of images. PSL's rules
-(``models/mnist-addition/mnist-add1.psl``) tie the digits the network predicts to the sums, and training
-the network through PSL's energy loss (:class:`pslbridge.keras.NeuPSLModel`, Keras' ``fit`` with its
+(``mnist-add1.psl`` of :mod:`pslbridge.examples.mnist_addition`) tie the digits the network predicts to the sums,
+and training the network through PSL's energy loss (:class:`pslbridge.keras.NeuPSLModel`, Keras' ``fit`` with its
 progress bar) teaches it to read digits it was never told. The demo prints digit and sum accuracy on
 held-out additions before and after training, writes the learning curve (``learning-curve.png``), saves the
 trained model (``add1.neupsl``: rules, rule weights, network) and ends by loading that file and predicting

@@ -80,8 +80,8 @@ def test_short_neupsl_run_on_cora_beats_the_untrained_network(jvm_started):
     """Untrained network ≈ chance (1/7 ≈ 14 %); a few pre-training epochs plus three joint steps of
     NeuPSL-LP reached 70 %+ here, so requiring 30 points above the untrained network is a safe margin."""
     pytest.importorskip("tensorflow")
-    from experiments.citation import dense_classifier, normalise_rows
-    from experiments.citation_runner import CitationSetting, run_neupsl
+    from experiments.citation.model import dense_classifier, normalise_rows
+    from experiments.citation.runner import CitationSetting, run_neupsl
 
     graph = load_planetoid("cora")
     split = make_split(graph.labels, 0)
@@ -102,7 +102,7 @@ def test_cli_hyper_parameters_reach_the_recorded_setting(tmp_path, jvm_started):
     the fields that differ from the defaults (a run without flags is "defaults", tuple fields included)."""
     from dataclasses import fields
 
-    from experiments import citation_runner
+    from experiments.citation import runner as citation_runner
 
     flags = ["--l2", "5e-7", "--learning-rate", "1.5", "--weight-step", "1e-3", "--admm-iterations", "1000"]
     flags += ["--neural-step", "0.02", "--pretrain-epochs", "7", "--steps", "9", "--hops", "3"]
@@ -153,7 +153,7 @@ def test_defaults_are_per_data_set_and_method_and_the_table_names_departures_fro
     differs."""
     from dataclasses import asdict, replace
 
-    from experiments.citation_runner import CitationSetting, default_setting, write_table
+    from experiments.citation.runner import CitationSetting, default_setting, write_table
     from experiments.reporting import append_csv
 
     cora_fp, citeseer_fp = default_setting("cora", "lp+fp"), default_setting("citeseer", "lp+fp")
@@ -200,7 +200,7 @@ def test_hidden_layer_setting_reaches_the_network_run_neupsl_trains(jvm_started,
     learns jointly (0: the paper's single softmax layer), ``ensemble`` how many such networks it pre-trains, and
     the network (or their average) learns the toy graph."""
     pytest.importorskip("tensorflow")
-    from experiments import citation_runner
+    from experiments.citation import runner as citation_runner
 
     built = []
     original = citation_runner.dense_classifier
@@ -233,7 +233,7 @@ def test_self_training_pre_trains_again_on_the_programs_confident_labels(jvm_sta
     """``CitationSetting.self_train`` = k: after the balance pick, the program's MAP labels of k nodes per class
     outside the training and validation nodes join the training labels of a second, fresh network."""
     pytest.importorskip("tensorflow")
-    from experiments import citation_runner
+    from experiments.citation import runner as citation_runner
 
     fits, picks = [], []
     original_classifier, original_pick = citation_runner.dense_classifier, citation_runner.pseudo_labels

@@ -30,8 +30,8 @@ SLOW = {
     "benchmarks.worker",
     "pslbridge.demo",
     "pslbridge.examples.mnist_addition",
-    "experiments.citation_runner",
-    "experiments.visual_sudoku",
+    "experiments.citation.runner",
+    "experiments.visual_sudoku.model",
     "pslbridge.networks",
     "pslbridge.quiet",  # imports TensorFlow twice in fresh interpreters
     "pslbridge.training",

@@ -4,7 +4,7 @@ import tarfile
 import numpy as np
 import pytest
 
-from experiments.mnist_add_runner import Setting, split_data
+from experiments.mnist_add.runner import Setting, split_data
 from pslbridge.datasets import mnist
 from pslbridge.examples.mnist_addition import add2_spec, make_additions, place_rows, possible_digit_rows
 
@@ -109,7 +109,7 @@ def test_missing_mnist_says_what_to_run(tmp_path, monkeypatch):
 
 # --- Visual Sudoku --------------------------------------------------------------------------------
 
-from experiments.visual_sudoku import (  # noqa: E402
+from experiments.visual_sudoku.model import (  # noqa: E402
     distinguish_accuracy,
     is_valid,
     make_puzzles,

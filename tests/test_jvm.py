@@ -220,7 +220,7 @@ def test_heap_too_small_is_a_typed_error_and_the_process_survives():
         with Bridge(add1_spec([(0, 1)])) as bridge:
             print("usable:", bridge.infer({"Neural": np.full((2, 10), 0.1)}).violated_constraints)
         from pslbridge.engine.classes import J
-from pslbridge.engine.failures import guard
+        from pslbridge.engine.failures import guard
         try:
             with guard("reading a number"):
                 J.Integer.parseInt("seven")
@@ -244,7 +244,7 @@ def test_only_a_heap_that_fills_up_during_the_failing_call_makes_it_a_memory_err
         import time
         from pslbridge import jvm
         from pslbridge.engine.classes import J
-from pslbridge.engine.failures import guard
+        from pslbridge.engine.failures import guard
         jvm.start()
         pools = [p for p in J.ManagementFactory.getMemoryPoolMXBeans()
                  if p.getType() == J.MemoryType.HEAP and p.isCollectionUsageThresholdSupported()]

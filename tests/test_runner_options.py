@@ -11,8 +11,8 @@ import pytest
 
 pytest.importorskip("tensorflow", reason="TensorFlow is an optional extra (pip install pslbridge[tf])")
 
-from experiments import mnist_add_runner  # noqa: E402
-from experiments.mnist_add_runner import Setting, WeightAverage  # noqa: E402
+from experiments.mnist_add import runner as mnist_add_runner  # noqa: E402
+from experiments.mnist_add.runner import Setting, WeightAverage  # noqa: E402
 from pslbridge.examples.mnist_addition import lenet  # noqa: E402
 from pslbridge.training import set_seed  # noqa: E402
 
@@ -42,7 +42,7 @@ def test_weight_average_is_the_bias_corrected_exponential_average():
 
 def test_selection_keeps_the_averaged_network_and_training_the_raw_one(mnist, jvm_started):
     """One epoch: the selected (only) epoch's weights are the average, while the model trains on raw weights."""
-    from experiments.mnist_add_runner import NeuPSLRun, split_data
+    from experiments.mnist_add.runner import NeuPSLRun, split_data
 
     setting = Setting(**TINY, epochs=1, weight_average=0.5)
     run = NeuPSLRun(setting, 0, 3, split_data(setting, 0, 3, mnist[1], mnist[3]), mnist)
@@ -66,7 +66,7 @@ def test_add2_run_in_evaluation_blocks_validates_and_tests_as_one_program(mnist,
     fitted network."""
     import keras
 
-    from experiments.mnist_add_runner import NeuPSLRun, initial_network, split_data
+    from experiments.mnist_add.runner import NeuPSLRun, initial_network, split_data
     from pslbridge.examples.mnist_addition import prepare_images
 
     add2 = {"digits": 2, "additions": 12, "test_additions": 14, "val_additions": 10, "model": "neupsl"}
@@ -99,7 +99,7 @@ def test_add2_run_with_observed_labels_learns_from_smaller_training_programs(mni
     """``labels="observed"``: every training program grounds its sums as observations (fewer terms than the
     fixed-label programs of the same batches), validation and test programs still solve for the sums, and the
     steps learn (the energy falls over three epochs of a network not yet fitted)."""
-    from experiments.mnist_add_runner import NeuPSLRun, split_data
+    from experiments.mnist_add.runner import NeuPSLRun, split_data
 
     add2 = {"digits": 2, "additions": 12, "test_additions": 6, "val_additions": 6, "model": "neupsl"}
     setting = Setting(
@@ -191,7 +191,7 @@ def test_cli_defaults_shift_for_small_add1_and_records_the_options(tmp_path, mni
     assert whole["command"] == "mnist-add " + " ".join(args) and (whole["splits"], whole["ran"]) == ("0", "1")
     assert float(whole["wall_s"]) >= float(row["wall_s"]) and whole["workers"] == "one process, one run at a time"
     assert "## Whole runs" in (tmp_path / "results.md").read_text()
-    assert mnist_add_runner.default_shift(1, 3000) == 0.0 == mnist_add_runner.default_shift(2, 150)
+    assert mnist_add_runner.default_setting(1, 3000).shift == 0.0 == mnist_add_runner.default_setting(2, 150).shift
 
 
 def _cli_setting(monkeypatch, argv: list[str]) -> Setting:
@@ -383,8 +383,9 @@ def test_citation_and_sudoku_tables_keep_other_hyper_parameters_on_their_own_lin
     named by the fields that differ from the defaults, instead of one mean over both."""
     from dataclasses import asdict
 
-    from experiments import citation_runner, visual_sudoku_runner
+    from experiments.citation import runner as citation_runner
     from experiments.reporting import append_csv
+    from experiments.visual_sudoku import runner as visual_sudoku_runner
 
     module = citation_runner if runner == "citation" else visual_sudoku_runner
     defaults = asdict(
@@ -512,7 +513,7 @@ def test_a_slow_start_restarts_from_a_new_network_and_selection_spans_every_atte
     """Invariants of a restart: a run judged after 1 epoch against an unreachable 100 % restarts as often as allowed
     (each time from a new initialisation), trains the full schedule after the last restart, records every epoch
     it trained, and keeps the best validation epoch over all attempts; without a threshold nothing restarts."""
-    from experiments.mnist_add_runner import NeuPSLRun, split_data
+    from experiments.mnist_add.runner import NeuPSLRun, split_data
 
     setting = Setting(**TINY, epochs=3, restart_below=100, restart_epochs=1, max_restarts=2)
     data = split_data(setting, 0, 3, mnist[1], mnist[3])
@@ -594,7 +595,7 @@ def test_decoding_temperature_is_chosen_on_validation_and_the_test_decodes_at_it
     predictions (every digit's true class at 0.3) decode few MNIST-Add2 sums at temperature 1 (the ``Sum`` atoms
     stay flat) and all of them sharpened, so the run picks the sharpest candidate that scores best and tests at it;
     peaked predictions decode the same at every temperature, and the first candidate (1) wins the tie."""
-    from experiments.mnist_add_runner import EvalPrograms, NeuPSLRun, sharpen, split_data
+    from experiments.mnist_add.runner import EvalPrograms, NeuPSLRun, sharpen, split_data
 
     add2 = {"digits": 2, "additions": 12, "test_additions": 10, "val_additions": 12, "model": "neupsl"}
     caps = {"admm_iterations": 20, "eval_admm_iterations": 100, "test_admm_iterations": 300, "eval_reasoner": "admm"}
@@ -658,8 +659,8 @@ def test_visual_sudoku_records_each_invocations_wall_time_and_the_runs_it_ran(mo
     reproduce-visual-sudoku``'s two invocations do."""
     from dataclasses import asdict
 
-    from experiments import visual_sudoku_runner
     from experiments.reporting import write_rows
+    from experiments.visual_sudoku import runner as visual_sudoku_runner
 
     def fake_run_split(setting, split, seed, out, baselines):
         row = {"setting": setting.name, "split": split, "seed": seed, "method": "NeuPSL", "puzzle_acc": 50.0}
@@ -689,7 +690,7 @@ def test_patience_trains_the_last_start_past_epochs_only_while_it_improves(mnist
     it has not risen for ``patience`` epochs; one that stopped improving earlier ends at ``epochs`` exactly as
     without patience; one that always improves ends at the cap. A restarted start's epochs do not count: patience
     is judged on the last start's own scores."""
-    from experiments.mnist_add_runner import NeuPSLRun, split_data
+    from experiments.mnist_add.runner import NeuPSLRun, split_data
 
     def trained(setting: Setting, scores: list[float]) -> list[int]:
         data = split_data(setting, 0, 3, mnist[1], mnist[3])
@@ -749,7 +750,7 @@ def test_select_on_better_judges_restarts_and_selection_on_the_better_of_decoded
     """Scripted validation scores (the training is real): with ``select_on="better"`` a start whose decoded sums
     are slow but whose digits compose the sums well is not restarted, and selection keeps the epoch where the
     better of the two scores is highest; ``"decoded"`` (the default) judges the decoded sums alone."""
-    from experiments.mnist_add_runner import NeuPSLRun, split_data
+    from experiments.mnist_add.runner import NeuPSLRun, split_data
 
     # (decoded, composed) per epoch, in the order the epochs are evaluated.
     script = [(0.4, 0.6), (0.5, 0.9), (0.6, 0.6), (0.7, 0.7)]
@@ -797,7 +798,7 @@ def test_validate_split_reports_the_best_validation_epoch_of_its_own_logs(mnist,
     """``validate_split`` (the search's trial) trains one split on validation only: its score and epoch are the
     best of the per-epoch validation scores it reported (ties: the later epoch, as selection keeps), and it says
     how many epochs the start trained."""
-    from experiments.mnist_add_runner import validate_split
+    from experiments.mnist_add.runner import validate_split
 
     scores: list[float] = []
     setting = Setting(**TINY, epochs=3)
@@ -806,3 +807,33 @@ def test_validate_split_reports_the_best_validation_epoch_of_its_own_logs(mnist,
     best = max(scores)
     assert report["val_score"] == pytest.approx(100 * best)
     assert report["best_epoch"] == max(epoch for epoch, score in enumerate(scores) if score == best)
+
+
+def test_the_presets_give_exactly_the_defaults_the_size_branches_gave():
+    """The MNIST-Addition defaults moved from code (functions branching on digits and additions < 1,000) to preset
+    files; at every size around the thresholds the preset-built setting equals the old defaults field for field,
+    and its name (what results rows are keyed by) is unchanged. The reference is the old code's output."""
+    import dataclasses
+    import json
+
+    from conftest import REPO
+
+    reference = json.loads((REPO / "tests" / "data" / "mnist_add_defaults.json").read_text())
+    for key, expected in reference.items():
+        digits, additions = map(int, key.split("-"))
+        setting = mnist_add_runner.default_setting(digits, additions)
+        got = {f.name: getattr(setting, f.name) for f in dataclasses.fields(setting)}
+        got["decode_temperatures"] = list(got["decode_temperatures"])
+        assert {**got, "name": setting.name} == expected, key
+
+
+def test_a_preset_that_sets_an_unknown_field_or_lacks_notes_is_refused(tmp_path):
+    from experiments.presets import load_presets
+    from pslbridge.errors import ConfigurationError
+
+    (tmp_path / "bad.yaml").write_text("name: bad\nmatch: {digits: 1}\nnotes: tried\nfields: {epochs: 3, speed: 9}\n")
+    with pytest.raises(ConfigurationError, match=r"bad.yaml: unknown field\(s\) \['speed'\]"):
+        load_presets(tmp_path, allowed={"epochs"})
+    (tmp_path / "bad.yaml").write_text("name: bad\nmatch: {digits: 1}\nnotes: ''\nfields: {epochs: 3}\n")
+    with pytest.raises(ConfigurationError, match="notes"):
+        load_presets(tmp_path, allowed={"epochs"})

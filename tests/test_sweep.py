@@ -14,8 +14,9 @@ from dataclasses import asdict, replace
 
 import pytest
 
-from experiments import citation_runner, mnist_add_runner
-from experiments.mnist_add_runner import Setting
+from experiments.citation import runner as citation_runner
+from experiments.mnist_add import runner as mnist_add_runner
+from experiments.mnist_add.runner import Setting
 from experiments.sweep import THREAD_VARIABLES, Run, run_all
 from pslbridge.datasets.planetoid import default_dir
 from pslbridge.errors import ConfigurationError
@@ -63,13 +64,13 @@ def test_ray_sweep_matches_the_sequential_runs_and_survives_a_killed_worker(tmp_
     mnist_runs = [
         Run(
             f"add1-split{k}",
-            "experiments.mnist_add_runner:run_split_task",
+            "experiments.mnist_add.runner:run_split_task",
             {"setting": asdict(TINY), "split": k, "seed": 3, "baseline": False},
         )
         for k in (0, 1)
     ]
     cora = {"name": "cora", "overrides": {"steps": 3}, "seed": 0, "data_dir": None}
-    task = "experiments.citation_runner:run_split_task"
+    task = "experiments.citation.runner:run_split_task"
     cora_run = Run("cora-split0", task, {**cora, "split_id": 0, "methods": ["lp_psl"]})
     bad = Run("bad", task, {**cora, "name": "pubmed", "split_id": 0, "methods": ["lp_psl"]})
     threads = Run("threads", "experiments.sweep:example_run", {"x": 1})
@@ -210,7 +211,7 @@ def test_several_settings_share_one_ray_queue_and_each_gets_its_rows_and_curves(
     proc = run_python(
         f"""
         from pathlib import Path
-        from experiments.mnist_add_runner import Setting, run_settings
+        from experiments.mnist_add.runner import Setting, run_settings
         from experiments.sweep import RayOptions
         settings = [Setting(**s) for s in {[asdict(TINY), asdict(other)]!r}]
         run_settings(settings, 2, 3, Path(r"{tmp_path}"), baseline=False, ray=RayOptions(workers=2))

@@ -319,8 +319,8 @@ def test_visual_sudoku_learns_to_distinguish_symbols_without_labels(mnist):
     """8 valid training puzzles (128 images), 160 steps: chance is 25 % after the best relabelling (and
     ~40 % for an untrained network, whose best permutation already helps); this setting reached 93 % with
     seeds 2 and 5, so 55 % is a safe bar that still needs real learning."""
-    from experiments.visual_sudoku import make_puzzles
-    from experiments.visual_sudoku_runner import SudokuSetting, _neupsl
+    from experiments.visual_sudoku.model import make_puzzles
+    from experiments.visual_sudoku.runner import SudokuSetting, _neupsl
 
     x_train, y_train, x_test, y_test = mnist
     set_seed(2)
@@ -336,7 +336,7 @@ def test_visual_sudoku_learns_to_distinguish_symbols_without_labels(mnist):
 def test_add2_place_decoding_reads_flat_sum_atoms(jvm_started):
     """Peaked-but-soft digit predictions (0.6 on the true digit) leave MNIST-Add2's Sum atoms flat (all tied,
     so their argmax is the first sum), while the same MAP state read through ImageDigitSum decodes every sum."""
-    from experiments.mnist_add_runner import sum_predictions
+    from experiments.mnist_add.runner import sum_predictions
     from pslbridge import Bridge
     from pslbridge.examples.mnist_addition import addition_spec, make_additions
 
@@ -359,7 +359,7 @@ def test_blocked_evaluation_decodes_what_one_program_decodes(jvm_started):
     the capped ADMM solve unconverged (its Sum atoms decode a few sums right, its place sums all of them), so the
     decoded sums depend on the iterates; the blocks (5, 5, 5, 4, 4 additions) must read exactly the same sums and
     place sums. (PSL reports a run stopped by the cap as cap + 1 iterations.)"""
-    from experiments.mnist_add_runner import EvalPrograms, Setting, decode_sums
+    from experiments.mnist_add.runner import EvalPrograms, Setting, decode_sums
     from pslbridge import Bridge
     from pslbridge.examples.mnist_addition import addition_spec, make_additions
 
@@ -391,7 +391,7 @@ def test_blocked_evaluation_decodes_what_one_program_decodes(jvm_started):
 
 @pytest.mark.slow
 def test_add2_neupsl_model_is_the_authors_form(jvm_started):
-    """models/mnist-addition/mnist-add2-neupsl.psl: the figure's rules with the 8 constraint rules as linear
+    """pslbridge/examples/rules/mnist-add2-neupsl.psl: the figure's rules with the 8 constraint rules as linear
     hinges plus the class-balance prior, whose potential at one-hot predictions on digit 0 is
     (1-0.1)^2 + 9·(0-0.1)^2 = 0.9."""
     from pslbridge import Bridge
@@ -425,7 +425,7 @@ def test_runner_minibatches_train_one_network(mnist):
     optimizer shared), 8 epochs × 20 passes = 640 updates (~25 s on 2 cores; a run reached 73.5 % digits and
     44.5 % sums, while 160 updates left the sums at 10 %: the MAP sum atoms only name the sum once the digit
     predictions are peaked). Same thresholds as the full-batch end-to-end test above (untrained: ~10 %)."""
-    from experiments.mnist_add_runner import Setting, _neupsl, split_data
+    from experiments.mnist_add.runner import Setting, _neupsl, split_data
 
     setting = Setting(
         digits=1, additions=100, test_additions=200, val_additions=50, epochs=8, steps_per_epoch=20, batches=4

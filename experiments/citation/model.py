@@ -1,6 +1,6 @@
 """Citation networks (Cora, Citeseer): NeuPSL-LP and NeuPSL-LP+FP, and the paper's baselines.
 
-The symbolic model is ``models/citation/citation.psl``; node ids are integers, labels ``0..K-1``.
+The symbolic model is ``citation.psl`` beside this module; node ids are integers, labels ``0..K-1``.
 
 Example:
     >>> import numpy as np
@@ -24,7 +24,7 @@ from pslbridge.model import ModelSpec, NeuralSpec, PredicateSpec, RuleSpec, read
 
 __all__ = ["CITATION_RULES", "citation_spec", "dense_classifier", "normalise_rows"]
 
-CITATION_RULES = Path(__file__).resolve().parent.parent / "models" / "citation" / "citation.psl"
+CITATION_RULES = Path(__file__).resolve().parent / "citation.psl"
 
 
 def normalise_rows(features: np.ndarray) -> np.ndarray:

@@ -44,10 +44,10 @@ from pslbridge.errors import ConfigurationError
 from pslbridge.learning import WeightOptimizer
 from pslbridge.training import set_seed
 
-from .arguments import DefaultsHelpFormatter, non_negative_int, open_unit_interval, positive_float, positive_int
-from .citation import citation_spec, dense_classifier, normalise_rows
-from .reporting import WholeRun, failed_runs, mean_std, non_defaults, read_groups, wall_time_lines, write_rows
-from .sweep import BASE_MEMORY_MB, RayOptions, Run, add_ray_arguments, run_all, run_digest, workers_text
+from ..arguments import DefaultsHelpFormatter, non_negative_int, open_unit_interval, positive_float, positive_int
+from ..reporting import WholeRun, failed_runs, mean_std, non_defaults, read_groups, wall_time_lines, write_rows
+from ..sweep import BASE_MEMORY_MB, RayOptions, Run, add_ray_arguments, run_all, run_digest, workers_text
+from .model import citation_spec, dense_classifier, normalise_rows
 
 __all__ = [
     "BALANCE_SELECTIONS",
@@ -739,7 +739,7 @@ def _run_on_ray(
     runs = [
         Run(
             f"{name}-split{split_id}-{run_digest(kwargs, ran, sorted(methods))}",
-            "experiments.citation_runner:run_split_task",
+            "experiments.citation.runner:run_split_task",
             {**kwargs, "split_id": split_id, "methods": list(methods)},
             BASE_MEMORY_MB + 1000,
         )

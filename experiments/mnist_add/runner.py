@@ -35,6 +35,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
+from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,7 @@ from pslbridge.examples.mnist_addition import AdditionSet, addition_spec, lenet,
 from pslbridge.model import ModelSpec
 from pslbridge.training import set_seed
 
-from .arguments import (
+from ..arguments import (
     DefaultsHelpFormatter,
     non_negative_float,
     non_negative_int,
@@ -55,7 +56,8 @@ from .arguments import (
     temperatures,
     unit_interval,
 )
-from .reporting import (
+from ..presets import by_name, load_presets, select
+from ..reporting import (
     WholeRun,
     append_csv,
     failed_runs,
@@ -64,26 +66,18 @@ from .reporting import (
     wall_time_lines,
     write_rows,
 )
-from .sweep import BASE_MEMORY_MB, RayOptions, Run, add_ray_arguments, run_all, run_digest, workers_text
+from ..sweep import BASE_MEMORY_MB, RayOptions, Run, add_ray_arguments, run_all, run_digest, workers_text
 
 __all__ = [
     "PAPER",
+    "PRESETS",
     "REPRODUCTION",
     "Setting",
     "EvalPrograms",
     "NeuPSLRun",
     "WeightAverage",
     "decode_sums",
-    "default_admm_iterations",
-    "default_class_prior",
-    "default_decode_temperatures",
-    "default_epochs",
-    "default_eval_reasoner",
-    "default_labels",
-    "default_restart",
-    "default_selection",
     "default_setting",
-    "default_shift",
     "initial_network",
     "main",
     "memory_estimate_mb",
@@ -154,11 +148,11 @@ class Setting:
         overlap: Extra training images re-sampled with replacement (the overlap variant).
         test_additions: Test additions (from MNIST's test images).
         val_additions: Validation additions (from MNIST's test images, disjoint from the test ones).
-        epochs: Epochs of ``steps_per_epoch`` full-batch steps (see :func:`default_epochs`).
+        epochs: Epochs of ``steps_per_epoch`` full-batch steps (the presets: ``presets/*.yaml``).
         steps_per_epoch: Learning steps per epoch.
         admm_iterations: ADMM cap while learning (paper: 500 for Add1, 100 for Add2; see
-            :func:`default_admm_iterations`).
-        learning_rate: Adam learning rate of the network (paper: 1e-3; see :func:`default_learning_rate`).
+            the presets).
+        learning_rate: Adam learning rate of the network (paper: 1e-3; see the presets).
         lr_schedule: ``"constant"`` (the paper's) or ``"cosine"`` (cosine decay from ``learning_rate`` to 0 over
             all the learning steps). Tried on validation (MNIST-Add1-300, tuning seed 100, splits 0-2): cosine
             83 / 81 / 80 % against 84 / 90 / 83 % for constant, whose later epochs still improve: constant stays.
@@ -189,12 +183,12 @@ class Setting:
             :class:`EvalPrograms`). Not a schedule: the MAP state is the same.
         reasoner: Reasoner of the training programs (``"admm"`` or ``"dualbcd"``).
         eval_reasoner: Reasoner of validation and test inference (``"dualbcd"`` decodes soft predictions where
-            ADMM's MAP state is not unique; see :mod:`pslbridge.reasoners`, and :func:`default_eval_reasoner`).
+            ADMM's MAP state is not unique; see :mod:`pslbridge.reasoners`, and the presets).
         loss: Learning loss (``"energy"``, or the bilevel ``"bce"``/``"squared_error"``, which need
             ``reasoner="dualbcd"``).
         curve: Also record the test accuracy after every epoch against the learning time so far (for the
             time-to-accuracy benchmark; never used to choose anything, and its time is left out).
-        restart_below: Restart a slow start (0: never; see :func:`default_restart`): when the best validation
+        restart_below: Restart a slow start (0: never; see the Add2-150 preset): when the best validation
             score (%, what selection uses) of the first ``restart_epochs`` epochs is below this, the network
             starts again from a new initialisation and the full ``epochs``. Selection keeps the best validation
             epoch of all the attempts; the abandoned epochs count in the learning time.
@@ -205,7 +199,7 @@ class Setting:
             :meth:`~pslbridge.model.ModelSpec.observe_labels`: the same latent problem from fewer terms, so
             faster capped solves that stop at a different point; energy loss only).
         decode_temperatures: Temperatures of the network's output fed to the test inference (see :func:`sharpen`
-            and :func:`default_decode_temperatures`). With more than one, the selected network's validation
+            and the Add2 presets). With more than one, the selected network's validation
             additions are decoded with each (cold solves at the test cap) and the test uses the one of highest
             validation sum accuracy; the one listed first wins ties. ``(1.0,)``: the network's output as it is.
         patience: Let the last start train past ``epochs`` while it still improves (0: exactly ``epochs``).
@@ -284,7 +278,8 @@ class Setting:
         batches = f"-b{self.batches}" if self.batches > 1 else ""
         learning = "" if (self.loss, self.reasoner) == ("energy", "admm") else f"-{self.loss}-{self.reasoner}"
         learning += "-obs" if self.labels == "observed" else ""
-        decoding = "" if self.eval_reasoner == default_eval_reasoner(self.digits) else f"-eval{self.eval_reasoner}"
+        usual = select(PRESETS, digits=self.digits, additions=self.additions).fields["eval_reasoner"]
+        decoding = "" if self.eval_reasoner == usual else f"-eval{self.eval_reasoner}"
         schedule = "" if self.lr_schedule == "constant" else f"-{self.lr_schedule}"
         average = f"-ema{self.weight_average:g}" if self.weight_average else ""
         decay = f"-wd{self.weight_decay:g}" if self.weight_decay else ""
@@ -327,6 +322,14 @@ class Setting:
         return bool(self.restart_below) and self.max_restarts > 0 and self.restart_epochs < self.epochs
 
 
+#: Preset fields: every :class:`Setting` field but the size, with ``additions_per_batch`` in place of ``batches``.
+PRESET_FIELDS = ({f.name for f in dataclass_fields(Setting)} - {"digits", "additions", "batches"}) | {
+    "additions_per_batch"
+}
+#: The paper settings' presets (``presets/*.yaml``), each with where its values were chosen.
+PRESETS = load_presets(Path(__file__).resolve().parent / "presets", allowed=PRESET_FIELDS)
+
+
 def network_optimizer(setting: Setting, programs: int = 1) -> Any:
     """The network's Adam optimizer with the setting's learning rate, schedule and weight decay.
 
@@ -362,163 +365,6 @@ def network_optimizer(setting: Setting, programs: int = 1) -> Any:
     return keras.optimizers.Adam(rate, weight_decay=setting.weight_decay or None)
 
 
-def default_epochs(digits: int, additions: int) -> int:
-    """The runner's default epochs: under 1,000 additions 125 (Add1) and 40 (Add2), else 25 (Add1) and 20 (Add2).
-
-    Add1: chosen on validation sum accuracy only (tuning seed 100, splits 0-2, MNIST-Add1-300, full batch): 25
-    epochs gave 80.3 %, with the best epoch at the last one or two on every split (still learning); 125 epochs
-    gave 85.7 % (best epochs 68-124). Larger Add1 settings take 10x more data per step and were not tuned: they
-    keep 25. MNIST-Add2's epochs are passes over mini-batches (:func:`default_setting`). Add2-150: 40, chosen on
-    the validation additions of the two held-out splits that had learned slowest in 20 epochs (seed 17 split 2,
-    seed 19 split 2; both seeds count as used): their best validation place sums went from 63 and 11 % within 20
-    epochs to 66 % (epoch 32; that run was stopped after epoch 37) and 68 % (epoch 39, still rising). Late epochs
-    are cheaper: once the network is confident the capped solves converge early (seed 17 split 2: 12-20 s per epoch
-    from epoch 25 on, 35-85 s in the first ten, two runs sharing the cores). Add2-1500 was not tuned and keeps 20.
-    Held out: seed 23 gave 75.04 ± 3.26 % test sum accuracy, seed 29 59.60 ± 33.77 % (one split still started too
-    slowly for 40 epochs; README).
-
-    Example:
-        >>> default_epochs(1, 300), default_epochs(1, 3000), default_epochs(2, 150), default_epochs(2, 1500)
-        (125, 25, 40, 20)
-    """
-    if digits == 2:
-        return 40 if additions < 1000 else 20
-    return 125 if additions < 1000 else 25
-
-
-def default_learning_rate(digits: int, additions: int) -> float:
-    """The runner's default Adam learning rate: 3e-3 for MNIST-Add2 under 1,000 additions, else the paper's 1e-3.
-
-    Chosen on validation place-sum accuracy only (tuning seed 100, splits 0-2, MNIST-Add2-150 with its other
-    defaults): 3e-3 reached 79 / 81 / 80 % against 79 / 70 / 74 % for 1e-3, and rose faster on every split (on
-    splits 1 and 2, 74 % by epoch 7 and 75 % by epoch 13, which 1e-3 never reached). On the held-out seed 11
-    it gave 68.40 ± 6.52 % test sum accuracy (README). Add1-300 was tuned at 1e-3 with the
-    shift and keeps it; Add2-1500 and the larger settings were not tuned and keep the paper's rate.
-
-    Example:
-        >>> default_learning_rate(2, 150), default_learning_rate(2, 1500), default_learning_rate(1, 300)
-        (0.003, 0.001, 0.001)
-    """
-    return 3e-3 if digits == 2 and additions < 1000 else 1e-3
-
-
-def default_weight_decay(digits: int, additions: int) -> float:
-    """The runner's default :attr:`Setting.weight_decay`: 0.1 for MNIST-Add2 under 1,000 additions, else 0.
-
-    Chosen on validation place-sum accuracy only (tuning seed 100, splits 0-2, MNIST-Add2-150 with its other
-    defaults, Adam 3e-3): decay 0.1 reached 85 / 84 / 78 % against 79 / 81 / 80 % without (validation digit
-    accuracy at the selected epoch 95.8 / 95.8 / 93.2 % against 93.8 / 94.8 / 94.2 %); by the last epochs the
-    network without decay fits its 600 training images and validation stops rising. Only 0.1 was tried. A
-    moving average of the weights (``weight_average=0.99``) was tried beside it and gave less (79 / 84 / 82 %;
-    digits 93.8 / 95.5 / 94.5 %). The paper trains without decay; ``--weight-decay 0`` runs its recipe. Add1 and
-    the larger settings were not tuned with it and keep 0. On the held-out seed 13 this default collapsed
-    (1.12 ± 2.29 % test sum accuracy); so did the same seed without decay on the two splits run (0.0 and 6.0 %):
-    see the README. Seed 13 diagnoses only; it chose nothing.
-
-    Example:
-        >>> default_weight_decay(2, 150), default_weight_decay(2, 1500), default_weight_decay(1, 300)
-        (0.1, 0.0, 0.0)
-    """
-    return 0.1 if digits == 2 and additions < 1000 else 0.0
-
-
-def default_class_prior(digits: int, additions: int) -> tuple[float, float]:
-    """The runner's default ``(class_prior, class_prior_momentum)``: (100, 0.98) for Add2 under 1,000 additions.
-
-    Every other setting has no prior (0, 0).
-
-    A :class:`~pslbridge.keras.ClassBalance` prior whose mean prediction runs over the mini-batches (momentum
-    0.98: about 50 steps, three passes over Add2-150's 600 training images). Chosen on validation place-sum
-    accuracy only, on one split that collapses without it (seed 13, split 0: its network never predicts 8 or 9)
-    and one that does not (tuning seed 100, split 0), the Add2-150 defaults otherwise: 78 and 79 % at the
-    selected epoch, against 1 and 85 % without a prior; the prior of each 40-image batch alone (momentum 0) gave
-    12 % (weight 1) and 37 % (weight 3) on the collapsing split and slowed the healthy one to 25 % (weight 1);
-    weight 30 with momentum 0.9 left the collapse at 1 %. The running mean's gradient vanishes on a network
-    that predicts every class equally often, which is why a large weight is safe there. Add1 and Add2-1500 were
-    not tuned with it and keep no prior. ``--class-prior 0`` runs the paper's recipe. On the held-out seeds 17 and
-    19 the Add2-150 defaults with this prior gave 71.04 ± 10.20 and 60.00 ± 33.54 % test sum accuracy: no split
-    lost a class, but one learned too slowly for 20 epochs (README), hence Add2-150's 40 (:func:`default_epochs`).
-
-    Example:
-        >>> default_class_prior(2, 150), default_class_prior(2, 1500), default_class_prior(1, 300)
-        ((100.0, 0.98), (0.0, 0.0), (0.0, 0.0))
-    """
-    return (100.0, 0.98) if digits == 2 and additions < 1000 else (0.0, 0.0)
-
-
-def default_restart(digits: int, additions: int) -> tuple[float, int, int]:
-    """The runner's default ``(restart_below, restart_epochs, max_restarts)``: (15, 10, 2) for Add2 under 1,000.
-
-    Every other setting never restarts (0, 10, 2). On MNIST-Add2-150 some network initialisations start slowly:
-    their validation place sums stay near 0 for many epochs and, with capped solves that then never converge,
-    some never recover within the schedule (seed 19 split 2 at 20 epochs, seed 29 split 0 at 40: 0.4 % test sum
-    accuracy). Such a start shows on validation by epoch 10: the best place sums of the first ten epochs were
-    1-5 % on every slow split seen (seed 29 split 0, seed 19 split 2, seed 13 split 0) and 26-71 % on every other
-    one (seeds 17, 19, 23, 29, 100), so the threshold sits in the gap, at 15 %. Chosen on those validation curves
-    only; seed 13 split 0 would have recovered without a restart (78 % by epoch 18), so a restart costs such a
-    split its first ten epochs. A restart helps only where the initialisation is at fault: on seed 29 split 0
-    (validation only) a second initialisation started as slowly as the first (best place sums after ten epochs
-    1 and 8 %, digits 54 and 60-69 %; a third was at 9 % after two epochs when stopped), so there the data, not
-    the network, are slow, and the two restarts cost 20 epochs. On the held-out seed 31 the Add2-150 defaults with
-    it gave 76.72 ± 3.01 % test sum accuracy (lowest split 73.6; two of five splits restarted once; README).
-    Add1 and Add2-1500 have shown no slow start and keep none.
-
-    Example:
-        >>> default_restart(2, 150), default_restart(2, 1500), default_restart(1, 300)
-        ((15.0, 10, 2), (0.0, 10, 2), (0.0, 10, 2))
-    """
-    return (15.0 if digits == 2 and additions < 1000 else 0.0), 10, 2
-
-
-def default_selection(digits: int, additions: int) -> tuple[str, int]:
-    """The runner's default ``(select_on, patience)``: ``("better", 10)`` for Add2 under 1,000, else ``("decoded", 0)``.
-
-    On MNIST-Add2-150 a slow start is often a soft network, not a stuck one: its decoded place sums stay near 0
-    while its digits learn, so the restart rule (judged on the place sums) threw away starts that were learning and
-    the 40 epochs ended before they had caught up. Judging on the better of the decoded and the digit-composed sums
-    (:attr:`Setting.select_on`) keeps such a start, and ``patience`` lets it finish. On the two slowest validation
-    splits of spent seeds (validation additions only): seed 100 split 2 went from 8 % validation place sums (the
-    decoded rule with patience 10: both restarts taken, the last start stopped at 40 epochs) to 73 % of the
-    validation sums decoded (no restart, best epoch 42 of 53), and seed 29 split 0 (slow again after a restart
-    before; 0.4 % test sum accuracy at 40 epochs without restarts) to 69 % decoded at temperature 0.25 (no restart,
-    best epoch 73 of 75; its better score was 55 % at epoch 40). On the healthy splits the better score is the place
-    sums give or take an addition: seed 100 split 1 selects the same epoch either way (its last, so patience lets it
-    go on), and on split 0 patience stopped at 40 epochs. Add1 and Add2-1500 keep the decoded sums and exactly their
-    epochs.
-
-    Example:
-        >>> default_selection(2, 150), default_selection(2, 1500), default_selection(1, 300)
-        (('better', 10), ('decoded', 0), ('decoded', 0))
-    """
-    return ("better", 10) if digits == 2 and additions < 1000 else ("decoded", 0)
-
-
-def default_decode_temperatures(digits: int, additions: int) -> tuple[float, ...]:
-    """The runner's default :attr:`Setting.decode_temperatures`: ``(1, 0.25, 0.1)`` for Add2, ``(1,)`` for Add1.
-
-    MNIST-Add2's test inference (ADMM, hard derivation rules) decodes a sum only from peaked digit predictions:
-    the rules bound ``Sum`` from below by ``IDS10 + IDS1 - 1``, so with soft predictions the ``Sum`` atoms come out
-    flat and their argmax is noise. Most trained networks are peaked (mean top probability 0.96 on seed 7 split 3,
-    whose validation sums decode the same, 82 %, at every temperature). Some are not: the network selected on seed
-    7's split 4 (held out; diagnosed from its stored network and validation additions only) classifies 85 % of the
-    validation digits right with a mean top probability of 0.55, and its validation sums decode to 1 % at
-    temperature 1, 38 % at 0.5, 53 % at 0.25 and 55 % at 0.1, where composing the digits' argmaxes gives 55 %.
-    Sharpening the output before inference (:func:`sharpen`) lets PSL decode what the network knows; the choice
-    is made on each run's validation additions, and the network's own output (1, listed first) wins ties, so a
-    peaked network is decoded as before. The choice costs three cold validation solves at the test cap (436 s for
-    a peaked network on a core shared by two and a half processes), so it is skipped where the selected epoch's
-    validation decode at 1 was at most one addition short of the sums its digits give
-    (:meth:`NeuPSLRun.choose_temperature`). Add1 decodes
-    with dual BCD, which handles soft predictions, and keeps ``(1,)``. Seed 7 motivated this and is not held out
-    for it.
-
-    Example:
-        >>> default_decode_temperatures(2, 150), default_decode_temperatures(1, 300)
-        ((1.0, 0.25, 0.1), (1.0,))
-    """
-    return (1.0, 0.25, 0.1) if digits == 2 else (1.0,)
-
-
 def sharpen(probs: np.ndarray, temperature: float) -> np.ndarray:
     """Class probabilities at another temperature: ``softmax(log(probs) / temperature)`` row by row.
 
@@ -544,99 +390,23 @@ def sharpen(probs: np.ndarray, temperature: float) -> np.ndarray:
     return (exp / exp.sum(axis=1, keepdims=True)).astype(probs.dtype)
 
 
-def default_shift(digits: int, additions: int) -> float:
-    """The runner's default data augmentation (:attr:`Setting.shift`): 0.1 for Add1 under 1,000 additions, else 0.
+def default_setting(digits: int, additions: int, preset: str | None = None) -> Setting:
+    """The runner's defaults for one MNIST-Addition size: its preset (``presets/*.yaml``) at that size.
 
-    Chosen on validation sum accuracy only (tuning seed 100, splits 0-2, MNIST-Add1-300, the 125-epoch
-    default): random shifts of up to 10 % of the image gave 93 / 94 / 92 % against 84 / 90 / 83 % without (digits
-    96 % against 90 %: 600 training images are few for LeNet). Only 0.1 was tried. The paper trains without
-    augmentation; ``--shift 0`` runs its recipe. On MNIST-Add2-150 (its defaults, 15 mini-batches; seed 100,
-    split 0) the same shift lowered validation place-sum accuracy from 79 % to 49 %; at Adam 3e-3 (its current
-    default, splits 0-2) 10 % shifts learned too slowly for 20 epochs (27 and 78 % on splits 0-1) and 5 % shifts
-    gave 84 / 86 / 74 % against 79 / 81 / 80 % without (digits at the selected epoch 95.2 / 96.2 / 91.8 against
-    93.8 / 94.8 / 94.2 %): one split 6 points worse and the same mean digit accuracy, so Add2 keeps 0, as do
-    the larger settings, which were not tuned. Smaller Add1 settings (the overlap variant's 20-40 additions) get
-    the shift like the 125 epochs of :func:`default_epochs`, without having been tuned there.
-
-    Example:
-        >>> default_shift(1, 300), default_shift(1, 3000), default_shift(2, 150)
-        (0.1, 0.0, 0.0)
-    """
-    return 0.1 if digits == 1 and additions < 1000 else 0.0
-
-
-def default_admm_iterations(digits: int, additions: int) -> int:
-    """The runner's default ADMM cap while learning (:attr:`Setting.admm_iterations`): 500, 100 or 50.
-
-    Add1: 500 and Add2 under 1,000 additions: 100 (the paper's and the NeuPSL authors' caps); Add2 from 1,000
-    additions up: 50. MNIST-Add2's PSL solves are 97 % of a learning step, and a 30-addition batch of Add2-1500
-    solves in 0.8 s at 50 iterations against 1.75 s at 100 (one batch, nothing else running). Chosen on
-    validation place-sum accuracy only (tuning seed 100, split 0, Add2-1500 with its other defaults, both caps side
-    by side from the same initialisation, validation solves at 100 for both): 50 iterations reached 74 % at epoch
-    5, 89 % at 9 and 93 % at its best (epoch 19), 100 iterations 77, 90 and 92 % (epoch 15); the run took 2,185 s
-    against 3,322 s (two processes of one thread each sharing 2 cores). Add2-150 keeps 100: at 50 (tuning seed 100,
-    split 0, the same side-by-side comparison) its first two starts were slow and restarted, where 100 needed no
-    restart; 50 reached 86 % at its best against 84 %, but took 1,878 s against 1,763 s and passed 80 % no sooner
-    (1,438 s against 1,441 s). Add1 was not tried with a lower cap. Validation and test have their own caps
-    (:func:`default_setting`).
-
-    Example:
-        >>> default_admm_iterations(1, 300), default_admm_iterations(2, 150), default_admm_iterations(2, 1500)
-        (500, 100, 50)
-    """
-    if digits == 1:
-        return 500
-    return 100 if additions < 1000 else 50
-
-
-def default_labels(digits: int, additions: int) -> str:
-    """The runner's default :attr:`Setting.labels`: ``"observed"`` for MNIST-Add2, ``"fixed"`` for Add1.
-
-    MNIST-Add2's training programs ground their sums as observations
-    (:meth:`~pslbridge.model.ModelSpec.observe_labels`). The latent problem of a learning step is the same,
-    but the grounding drops the ground rules the labels satisfy: a 10-addition batch has 22,368 terms instead of
-    29,580 and a capped 100-iteration solve took 253 ms against 381 ms (30 additions at 50 iterations: 358 against
-    483 ms; both programs side by side in one process, 2 threads). And the smaller program meets ADMM's
-    convergence test in fewer iterations, so once the network is confident the solves stop before the cap.
-    Chosen on validation place-sum accuracy only (tuning seed 100, one thread a run, two runs sharing 2 cores),
-    against the fixed labels of the same defaults: Add2-150 split 0 79 % against 84 % (789 s against 1,763 s, the
-    fixed run from an earlier session), split 1 86 % against 81 % (432 s against 1,051 s, side by side; the fixed
-    run restarted once), split 2 under 10 % both ways (each in its third start when stopped, at 1,340 and 1,932 s);
-    Add2-1500 split 0 92 % against 93 % (898 s; the fixed run, from an earlier session, took 2,185 s). The same
-    validation accuracy in about half the time.
-    Add1's labelled programs have no latent atoms (a learning step solves nothing), so it keeps ``"fixed"``.
-
-    Example:
-        >>> default_labels(2, 150), default_labels(2, 1500), default_labels(1, 300)
-        ('observed', 'observed', 'fixed')
-    """
-    return "observed" if digits == 2 else "fixed"
-
-
-def default_setting(digits: int, additions: int) -> Setting:
-    """The runner's defaults for one MNIST-Addition size: what ``mnist-add`` runs when given no schedule flags.
-
-    Add1: the paper-figure rules, full batch, :func:`default_epochs` of 20 steps capped at 500 ADMM iterations,
-    :func:`default_shift`, dual-BCD decoding, 500 test additions. Add2: the NeuPSL authors' rule form and caps (100 ADMM
-    iterations while validating, 1,000 for the test solve, and :func:`default_admm_iterations` while learning: the
-    authors' 100 under 1,000 additions, 50 from 1,000 up), ADMM decoding in programs of :data:`ADD2_EVAL_BLOCK`
-    additions, no shift, 250 test additions, training programs that observe their sums (:func:`default_labels`),
-    :func:`default_learning_rate`, :func:`default_weight_decay`, :func:`default_class_prior`,
-    :func:`default_restart`, :func:`default_selection`, :func:`default_decode_temperatures` and
-    :func:`default_epochs` (40 under 1,000 additions, else 20; Add2-150 longer while it improves) over
-    mini-batches of about 10 additions, 5 passes each, under 1,000 additions (Add2-150:
-    15 batches, chosen in an earlier round on seed 0, splits 0-1), or of 30 additions, 1 pass each, from 1,000 up
-    (Add2-1500: 50 batches, not tuned).
-    These are the schedules that ``make reproduce-mnist-add`` runs; :data:`TUNING` says where each was chosen.
+    The preset whose ``match`` holds for ``(digits, additions)`` (or the one named), every field from it; the
+    mini-batches are ``additions / additions_per_batch`` rounded (at least one; ``additions_per_batch: 0`` is one
+    full batch). These are the schedules that ``make reproduce-mnist-add`` runs; each preset's ``notes`` say on
+    which seeds and data its values were chosen.
 
     Args:
         digits: 1 (Add1) or 2 (Add2).
         additions: Training additions.
+        preset: A preset's name, to use it at any size (None: the matching one).
 
     Returns:
         The :class:`Setting` (replace fields with :func:`dataclasses.replace`).
 
-    Example:
+    Examples:
         >>> s = default_setting(2, 150)
         >>> s.name
         'add2-150-neupsl-b15-obs-wd0.1-prior100m0.98-restart15at10x2-pat10to80-selbetter-temp1_0.25_0.1'
@@ -648,65 +418,15 @@ def default_setting(digits: int, additions: int) -> Setting:
         >>> s = default_setting(1, 300)
         >>> s.name, s.epochs, s.batches, s.eval_reasoner, s.test_additions
         ('add1-300-shift0.1', 125, 1, 'dualbcd', 500)
+        >>> default_setting(1, 3000, preset="add1-300").shift
+        0.1
     """
-    if digits == 1:
-        return Setting(
-            digits=1,
-            additions=additions,
-            test_additions=500,
-            epochs=default_epochs(1, additions),
-            steps_per_epoch=20,
-            admm_iterations=default_admm_iterations(1, additions),
-            shift=default_shift(1, additions),
-            learning_rate=default_learning_rate(1, additions),
-            model="figure",
-            eval_reasoner=default_eval_reasoner(1),
-        )
-    small = additions < 1000
-    prior, prior_momentum = default_class_prior(2, additions)
-    restart_below, restart_epochs, max_restarts = default_restart(2, additions)
-    select_on, patience = default_selection(2, additions)
-    return Setting(
-        digits=2,
-        additions=additions,
-        test_additions=250,
-        epochs=default_epochs(2, additions),
-        steps_per_epoch=5 if small else 1,
-        batches=max(1, round(additions / (10 if small else 30))),
-        admm_iterations=default_admm_iterations(2, additions),
-        eval_admm_iterations=100,
-        test_admm_iterations=1000,
-        eval_block=ADD2_EVAL_BLOCK,
-        weight_decay=default_weight_decay(2, additions),
-        class_prior=prior,
-        class_prior_momentum=prior_momentum,
-        shift=default_shift(2, additions),
-        learning_rate=default_learning_rate(2, additions),
-        model="neupsl",
-        eval_reasoner=default_eval_reasoner(2),
-        restart_below=restart_below,
-        restart_epochs=restart_epochs,
-        max_restarts=max_restarts,
-        labels=default_labels(2, additions),
-        decode_temperatures=default_decode_temperatures(2, additions),
-        select_on=select_on,
-        patience=patience,
-    )
-
-
-def default_eval_reasoner(digits: int) -> str:
-    """The default reasoner of validation and test inference: dual BCD for Add1, ADMM for Add2.
-
-    Dual BCD's MAP state names the sum where ADMM's is split between equally good sums on soft predictions
-    (:mod:`pslbridge.reasoners`); on MNIST-Add1-300 validation (seed 100, splits 0-2) it was as good as ADMM
-    at 25 epochs (80.3 % both) and is the decoder of the 125-epoch default. MNIST-Add2's capped solves were
-    tuned with ADMM and keep it.
-
-    Example:
-        >>> default_eval_reasoner(1), default_eval_reasoner(2)
-        ('dualbcd', 'admm')
-    """
-    return "dualbcd" if digits == 1 else "admm"
+    chosen = by_name(PRESETS, preset) if preset else select(PRESETS, digits=digits, additions=additions)
+    fields = dict(chosen.fields)
+    per_batch = int(fields.pop("additions_per_batch"))
+    batches = max(1, round(additions / per_batch)) if per_batch else 1
+    fields["decode_temperatures"] = tuple(fields["decode_temperatures"])
+    return Setting(digits=digits, additions=additions, batches=batches, **fields)
 
 
 def sum_predictions(
@@ -1443,7 +1163,7 @@ def _run_on_ray(
     runs = [
         Run(
             f"{setting.name}-split{split}-{run_digest(asdict(setting), seed, baseline)}",
-            "experiments.mnist_add_runner:run_split_task",
+            "experiments.mnist_add.runner:run_split_task",
             {"setting": asdict(setting), "split": split, "seed": seed, "baseline": baseline},
             memory_estimate_mb(setting),
         )

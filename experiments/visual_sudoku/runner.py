@@ -33,10 +33,10 @@ from pslbridge.datasets.mnist import load_mnist
 from pslbridge.examples.mnist_addition import lenet, lenet_layers, prepare_images
 from pslbridge.training import set_seed
 
-from .arguments import DefaultsHelpFormatter, non_negative_int, positive_int
-from .reporting import WholeRun, failed_runs, mean_std, non_defaults, read_groups, wall_time_lines, write_rows
-from .sweep import RayOptions, Run, add_ray_arguments, run_all, run_digest, workers_text
-from .visual_sudoku import (
+from ..arguments import DefaultsHelpFormatter, non_negative_int, positive_int
+from ..reporting import WholeRun, failed_runs, mean_std, non_defaults, read_groups, wall_time_lines, write_rows
+from ..sweep import RayOptions, Run, add_ray_arguments, run_all, run_digest, workers_text
+from .model import (
     Puzzles,
     distinguish_accuracy,
     entity_images,
@@ -212,7 +212,7 @@ def _run_on_ray(
     runs = [
         Run(
             f"{setting.name}-split{split}-{run_digest(arguments)}",
-            "experiments.visual_sudoku_runner:run_split_task",
+            "experiments.visual_sudoku.runner:run_split_task",
             {**arguments, "split": split},
         )
         for split in range(splits)

@@ -2,7 +2,7 @@
 
 4x4 puzzles of unlabelled MNIST images of the digits 0-3; a puzzle is valid when no symbol repeats in
 a row, column or 2x2 block. The network never sees digit labels: it learns to tell the four symbols
-apart from the Sudoku rules (``models/visual-sudoku/visual-sudoku.psl``) on valid puzzles, with the
+apart from the Sudoku rules (``visual-sudoku.psl`` beside this module) on valid puzzles, with the
 first row of the first puzzle pinned to an arbitrary class order. A puzzle is classified valid when the
 network's symbols (argmax per cell) satisfy every Sudoku rule.
 
@@ -35,7 +35,7 @@ __all__ = [
     "valid_layouts",
 ]
 
-RULES = Path(__file__).resolve().parent.parent / "models" / "visual-sudoku" / "visual-sudoku.psl"
+RULES = Path(__file__).resolve().parent / "visual-sudoku.psl"
 _BLOCKS = [(r, c) for r in (0, 2) for c in (0, 2)]
 
 
