@@ -1,9 +1,9 @@
 """Presets as data: one YAML file per paper setting, holding every field a runner takes and where it was chosen.
 
-A preset file has ``name``, ``match`` (the keys it applies to: equal values, or ``<key>_below`` / ``<key>_from``
-bounds), ``notes`` (on which seeds and data its values were chosen) and ``fields``. A runner picks the preset
-whose ``match`` holds for its size (:func:`select`) or the one it is told to (:func:`by_name`), then applies
-explicit overrides; no default is written as a branch in code.
+A preset file has ``name``, ``match`` (the keys it applies to: equal values, ``<key>_below`` / ``<key>_from``
+bounds, or ``<key>_in`` a list), ``notes`` (on which seeds and data its values were chosen) and ``fields``. A
+runner picks the preset whose ``match`` holds (:func:`select`) or the one it is told to (:func:`by_name`), then
+applies explicit overrides; no default is written as a branch in code.
 
 Examples:
     >>> from pathlib import Path
@@ -45,7 +45,8 @@ class Preset:
     def matches(self, **keys: Any) -> bool:
         """Whether every condition of ``match`` holds for these keys (a key it does not name fails it)."""
         for condition, value in self.match.items():
-            for suffix, holds in (("_below", lambda k, v: k < v), ("_from", lambda k, v: k >= v)):
+            tests = (("_below", lambda k, v: k < v), ("_from", lambda k, v: k >= v), ("_in", lambda k, v: k in v))
+            for suffix, holds in tests:
                 if condition.endswith(suffix):
                     key = condition[: -len(suffix)]
                     if key not in keys or not holds(keys[key], value):

@@ -268,3 +268,20 @@ def test_self_training_pre_trains_again_on_the_programs_confident_labels(jvm_sta
     np.testing.assert_array_equal(classes, labels[nodes])  # the toy program labels them right
     np.testing.assert_array_equal(fits[0], labels[split.train])
     np.testing.assert_array_equal(fits[1], np.concatenate([labels[split.train], classes]))
+
+
+def test_the_presets_give_exactly_the_defaults_the_branches_gave():
+    """Citation's defaults moved from code (branches on method and data set) to preset files; for every data set
+    and method the preset-built setting equals the old defaults field for field (the old code's output)."""
+    import dataclasses
+    import json
+
+    from experiments.citation import runner
+
+    from conftest import REPO
+
+    reference = json.loads((REPO / "tests" / "data" / "citation_defaults.json").read_text())
+    for key, expected in reference.items():
+        dataset, method = key.split("-", 1)
+        got = json.loads(json.dumps(dataclasses.asdict(runner.default_setting(dataset, method))))
+        assert got == expected, key

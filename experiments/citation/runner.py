@@ -32,7 +32,7 @@ import subprocess
 import sys
 import time
 import warnings
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,7 @@ from pslbridge.learning import WeightOptimizer
 from pslbridge.training import set_seed
 
 from ..arguments import DefaultsHelpFormatter, non_negative_int, open_unit_interval, positive_float, positive_int
+from ..presets import by_name, load_presets, select
 from ..reporting import WholeRun, failed_runs, mean_std, non_defaults, read_groups, wall_time_lines, write_rows
 from ..sweep import BASE_MEMORY_MB, RayOptions, Run, add_ray_arguments, run_all, run_digest, workers_text
 from .model import citation_spec, dense_classifier, normalise_rows
@@ -176,15 +177,9 @@ PRETRAIN_MONITORS = ("val_accuracy", "val_loss")
 BALANCE_SELECTIONS = ("accuracy", "loss")
 
 
-#: Candidate neural-rule weights LP+FP adds to the default grid: on propagated features the network alone is often
-#: as good as with label propagation, so the validation choice needs starts where the neural rule dominates.
-_FP_EXTRA = (0.65, 0.8, 0.9, 0.95)
-#: Feature-propagation hops of Cora's LP+FP.
-_CORA_HOPS = 6
-#: Hidden units of Cora's LP+FP network (the paper's largest hidden layer; pre-trained with Adam 0.1).
-_CORA_HIDDEN = 128
-#: Pseudo-labels per class of Cora's LP+FP self-training (:attr:`CitationSetting.self_train`).
-_CORA_SELF_TRAIN = 20
+#: The presets (``presets/*.yaml``): NeuPSL-LP (and the baselines), NeuPSL-LP+FP per data set, each with its notes.
+PRESETS = load_presets(Path(__file__).resolve().parent / "presets", allowed={f.name for f in fields(CitationSetting)})
+_CORA = by_name(PRESETS, "lp+fp-cora").fields
 #: The ``--methods`` key of each NeuPSL result's method label (the baselines run the NeuPSL-LP setting).
 _METHOD_KEY = {"NeuPSL-LP": "lp", "NeuPSL-LP+FP": "lp+fp"}
 
@@ -192,26 +187,26 @@ _METHOD_KEY = {"NeuPSL-LP": "lp", "NeuPSL-LP+FP": "lp+fp"}
 TUNING = (
     "LP+FP's defaults were chosen on the validation nodes of seed 100 (splits 0-4 for Citeseer, 0-9 for Cora), "
     "comparing the best validation accuracy of full runs: the wider initial-weight grid (Cora and Citeseer), "
-    f"{_CORA_HOPS} propagation hops and L2 5e-7 (Cora; the paper's Cora LP+FP L2 too). Early stopping and the "
+    f"{_CORA['hops']} propagation hops and L2 5e-7 (Cora; the paper's Cora LP+FP L2 too). Early stopping and the "
     "balance chosen on validation loss (both data sets) were chosen on the same seed by selecting on one half of "
     "the validation nodes and scoring on the other (Cora splits 0-9, Citeseer 0-4), and so was Cora's network "
-    f"(one hidden layer of {_CORA_HIDDEN} units, Adam 0.1; paper ranges; network alone on splits 0-9, re-checked on "
+    f"(one hidden layer of {_CORA['hidden']} units, Adam 0.1; paper ranges; network alone on splits 0-9, re-checked on "
     "10-19, then the whole pipeline on splits 0-9), and so was Cora's self-training "
-    f"({_CORA_SELF_TRAIN} pseudo-labels per class; network alone on splits 0-59 with 10 to 100 per class, then "
+    f"({_CORA['self_train']} pseudo-labels per class; network alone on splits 0-59 with 10 to 100 per class, then "
     "the whole pipeline on splits 0-7). NeuPSL-LP's are the paper-range values of the first round. "
     "Test accuracy chose nothing; results on any other seed are held out."
 )
 
 
 def default_setting(dataset: str, method: str = "lp+fp") -> CitationSetting:
-    """The runner's defaults for one data set and method (what ``citation`` runs when given no setting flags).
+    """The runner's defaults for one data set and method: its preset (``presets/*.yaml``).
 
     NeuPSL-LP (and the Neural_PSL baseline, which shares its network) runs :class:`CitationSetting` as it is.
     NeuPSL-LP+FP also tries initial neural-rule weights up to 0.95, stops pre-training and picks the balance on
     validation loss rather than accuracy, and on Cora propagates features over more hops with less L2 into a
     network with one hidden layer of 128 units, pre-trained at learning rate 0.1, then again with 20 of the
-    program's confident labels per class (self-training; :data:`TUNING` says where these were chosen). The paper,
-    too, tuned each data set and model.
+    program's confident labels per class (self-training). Each preset's ``notes`` and :data:`TUNING` say where
+    these were chosen; the paper, too, tuned each data set and model.
 
     Args:
         dataset: ``"cora"`` or ``"citeseer"``.
@@ -227,20 +222,8 @@ def default_setting(dataset: str, method: str = "lp+fp") -> CitationSetting:
         >>> citeseer.hops, citeseer.pretrain_monitor, citeseer.balance_selection
         (2, 'val_loss', 'loss')
     """
-    setting = CitationSetting()
-    if method != "lp+fp":
-        return setting
-    setting = replace(
-        setting,
-        initial_neural_weights=setting.initial_neural_weights + _FP_EXTRA,
-        pretrain_monitor="val_loss",
-        balance_selection="loss",
-    )
-    if dataset != "cora":
-        return setting
-    return replace(
-        setting, hops=_CORA_HOPS, l2=5e-7, hidden=_CORA_HIDDEN, learning_rate=0.1, self_train=_CORA_SELF_TRAIN
-    )
+    preset = select(PRESETS, dataset=dataset, method=method)
+    return CitationSetting(**{k: tuple(v) if isinstance(v, list) else v for k, v in preset.fields.items()})
 
 
 def node_predictions(bridge: Bridge, n_classes: int, probs: np.ndarray | None = None) -> tuple[dict[int, int], float]:
@@ -846,10 +829,13 @@ def main(argv: list[str] | None = None) -> int:
         nargs="+",
         type=open_unit_interval,
         help="candidate neural-rule weights (label propagation gets 1 - w); the best on validation starts learning "
-        f"(default: {' '.join(map(str, base.initial_neural_weights))}; LP+FP adds {' '.join(map(str, _FP_EXTRA))})",
+        f"(default: {' '.join(map(str, base.initial_neural_weights))}; "
+        f"LP+FP {' '.join(map(str, _CORA['initial_neural_weights']))})",
     )
     parser.add_argument(
-        "--hops", type=positive_int, help=f"feature-propagation hops of LP+FP (default: {base.hops}; Cora {_CORA_HOPS})"
+        "--hops",
+        type=positive_int,
+        help=f"feature-propagation hops of LP+FP (default: {base.hops}; Cora {_CORA['hops']})",
     )
     parser.add_argument(
         "--pretrain-monitor",
@@ -866,7 +852,7 @@ def main(argv: list[str] | None = None) -> int:
         "--hidden",
         type=non_negative_int,
         help=f"units of one ReLU hidden layer in the network, 0 for none (default: {base.hidden}; Cora LP+FP "
-        f"{_CORA_HIDDEN})",
+        f"{_CORA['hidden']})",
     )
     parser.add_argument(
         "--ensemble",
@@ -879,7 +865,7 @@ def main(argv: list[str] | None = None) -> int:
         type=non_negative_int,
         help="pseudo-labels per class: the program's most confident labels outside train/validation join the "
         f"training labels and the network is pre-trained again, 0 for none (default: {base.self_train}; Cora "
-        f"LP+FP {_CORA_SELF_TRAIN})",
+        f"LP+FP {_CORA['self_train']})",
     )
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS, help="methods to run")
     parser.add_argument("--data-dir", type=Path, help="folder of the Planetoid files (default: PSLBRIDGE_PLANETOID)")
