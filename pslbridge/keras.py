@@ -223,6 +223,33 @@ class ProgramData(keras.utils.PyDataset):
         """A new visiting order for the next epoch."""
         self._order = self._new_order()
 
+    def order_state(self) -> dict[str, Any]:
+        """The visiting order of the coming epoch and its generator's state (what a checkpoint keeps).
+
+        Examples:
+            >>> from pslbridge import Bridge
+            >>> from pslbridge.examples.mnist_addition import add1_spec
+            >>> with Bridge(add1_spec([(0, 1)], sums=[3], phase="learn")) as b:
+            ...     data = ProgramData([(b, {"Neural": np.zeros((2, 4))})], passes=2)
+            ...     state = data.order_state()
+            ...     data.on_epoch_end(); data.restore_order(state)
+            ...     data.order_state()["order"].tolist() == state["order"].tolist()
+            True
+        """
+        return {"rng": self._rng.bit_generator.state, "order": self._order.copy()}
+
+    def restore_order(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`order_state` (the next epoch visits the programs as the saved one would have).
+
+        Raises:
+            ConfigurationError: The order is for another number of programs or passes.
+        """
+        order = np.asarray(state["order"], dtype=np.int64)
+        if order.shape != self._order.shape or (order.size and order.max() >= len(self.bridges)):
+            raise ConfigurationError(f"a visiting order of shape {order.shape} does not fit these programs")
+        self._rng.bit_generator.state = state["rng"]
+        self._order = order
+
 
 class NeuPSLModel(keras.Model):
     """Networks bound to neural predicates, trained through PSL with Keras' ``fit``.
@@ -342,6 +369,30 @@ class NeuPSLModel(keras.Model):
             result.neural_gradients[find_key(result.neural_gradients, n)].astype(np.float32) for n in self.predicates
         ]
         return [np.float32(result.loss), np.float32(result.energy), *grads]
+
+    def resume_at(self, epoch: int) -> None:
+        """Make the coming ``fit`` start at ``epoch`` (what a resuming callback sets in ``on_train_begin``).
+
+        Examples:
+            >>> import keras
+            >>> model = NeuPSLModel({"Neural": keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])})
+            >>> model.resume_at(4)
+        """
+        self._initial_epoch = int(epoch)
+
+    def restore_learned_weights(self, rule_weights: np.ndarray | None, weight_steps: int | None) -> None:
+        """Restore learned rule weights and the weight optimizer's step count (from a checkpoint).
+
+        Examples:
+            >>> import keras
+            >>> model = NeuPSLModel({"Neural": keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])})
+            >>> model.restore_learned_weights(np.array([0.5, 0.5]), None)
+            >>> model.rule_weights.tolist()
+            [0.5, 0.5]
+        """
+        self.rule_weights = None if rule_weights is None else np.asarray(rule_weights).copy()
+        if self.weight_optimizer is not None and weight_steps is not None:
+            self.weight_optimizer.steps_taken = int(weight_steps)
 
     # -- using the trained model ------------------------------------------------------
 
