@@ -28,6 +28,7 @@ from .errors import (
     ModelFileError,
     NeuralInputError,
     PslBridgeError,
+    PslBridgeWarning,
 )
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
@@ -35,6 +36,7 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 _LAZY = {
     "Bridge": "bridge",
     "InferenceResult": "bridge",
+    "close_all": "bridge",
     "ModelSpec": "model",
     "NeuralSpec": "model",
     "PredicateSpec": "model",
@@ -59,7 +61,9 @@ __all__ = [
     "NeuralSpec",
     "PredicateSpec",
     "PslBridgeError",
+    "PslBridgeWarning",
     "__version__",
+    "close_all",
     "load_model",
     "quiet_tensorflow",
 ]

@@ -21,13 +21,15 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .errors import ConfigurationError, EngineError, NeuralInputError
+from .errors import ConfigurationError, EngineError, NeuralInputError, PslBridgeWarning
 from .learning import WeightOptimizer
 from .losses import Loss, StepContext, resolve_loss, warn_without_truth
 from .model import ModelSpec, load_model
@@ -36,9 +38,39 @@ from .results import InferenceResult, LearnResult
 from .rule_text import predicates_in
 from .view import ProgramView
 
-__all__ = ["Bridge", "InferenceResult", "LearnResult"]
+__all__ = ["Bridge", "InferenceResult", "LearnResult", "close_all"]
 
 log = logging.getLogger(__name__)
+
+#: The bridges of this process that are still open (a bridge leaves it when closed or garbage-collected).
+_OPEN: weakref.WeakSet[Bridge] = weakref.WeakSet()
+
+
+def _release(program: GroundProgram) -> None:
+    """Close a program whose bridge was garbage-collected without ``close()`` (its Java objects and predicates)."""
+    try:
+        program.close()
+    except Exception:  # noqa: BLE001 - a finalizer must not raise; the JVM may be going down
+        log.debug("closing a garbage-collected program failed", exc_info=True)
+
+
+def close_all() -> int:
+    """Close every open bridge of this process (their Java objects and predicates); the JVM stays up.
+
+    Returns:
+        How many bridges were closed.
+
+    Examples:
+        >>> import pslbridge
+        >>> config = "pslbridge/examples/simple-acquaintances/simple-acquaintances.json"
+        >>> a, b = pslbridge.Bridge(config), pslbridge.Bridge(config)
+        >>> close_all() >= 2, repr(a)
+        (True, '<Bridge closed>')
+    """
+    bridges = list(_OPEN)
+    for bridge in bridges:
+        bridge.close()
+    return len(bridges)
 
 
 class Bridge(ProgramView):
@@ -91,6 +123,11 @@ class Bridge(ProgramView):
             if not info.weighted and neural_names & predicates_in(rule.text)
         ]
         self._warned_constraints = False
+        # Dropped without close(): the program is closed when the bridge is garbage-collected (not at exit, when
+        # the JVM may already be gone).
+        self._finalizer = weakref.finalize(self, _release, self._program)
+        self._finalizer.atexit = False
+        _OPEN.add(self)
 
     @classmethod
     def from_python(
@@ -272,11 +309,12 @@ class Bridge(ProgramView):
         # dual variable, hard constraints included.
         exact = not self._neural_in_constraints or self.program.solver.dual
         if not exact and not self._warned_constraints:
-            log.warning(
-                "hard constraint(s) %s contain neural atoms; PSL's gradient skips constraint terms, "
-                "so neural gradients ignore them (write them as heavily weighted soft rules for exact "
-                "gradients)",
-                self._neural_in_constraints,
+            warnings.warn(
+                f"hard constraint(s) {self._neural_in_constraints} contain neural atoms; PSL's gradient skips "
+                "constraint terms, so neural gradients ignore them (write them as heavily weighted soft rules for "
+                "exact gradients, or use reasoner='dualbcd')",
+                PslBridgeWarning,
+                stacklevel=3,
             )
             self._warned_constraints = True
         return LearnResult.from_step(self.program, out, weights, timings, exact)
@@ -312,6 +350,8 @@ class Bridge(ProgramView):
         """
         if self._program is not None:
             program, self._program = self._program, None
+            self._finalizer.detach()
+            _OPEN.discard(self)
             program.close()
 
     def __enter__(self) -> Bridge:

@@ -18,6 +18,8 @@ children say what kind of thing went wrong:
     ├── CheckpointError      a training checkpoint cannot be written, or is missing, corrupt or foreign
     └── ClosedError          a method was called after ``close()``
 
+    PslBridgeWarning (a UserWarning)   a condition the user should act on: the result is valid but not what was meant
+
 Examples:
     >>> from pslbridge.errors import PslBridgeError, ModelFileError
     >>> try:
@@ -32,6 +34,7 @@ from __future__ import annotations
 from pathlib import Path
 
 __all__ = [
+    "PslBridgeWarning",
     "CheckpointError",
     "ClosedError",
     "ConfigurationError",
@@ -211,3 +214,16 @@ class CheckpointError(PslBridgeError):
         self.path = None if path is None else str(path)
         self.message = message
         super().__init__(message if path is None else f"{path}: {message}")
+
+
+class PslBridgeWarning(UserWarning):
+    """A condition the user should act on (shown once per place by Python's default warning filter).
+
+    Examples:
+        >>> import warnings
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     warnings.warn("neural atoms in a hard constraint", PslBridgeWarning)
+        >>> caught[0].category.__name__
+        'PslBridgeWarning'
+    """

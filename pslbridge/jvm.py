@@ -62,6 +62,7 @@ __all__ = [
     "release_predicates",
     "run_psl_runtime",
     "find_libjvm",
+    "check_process",
     "is_started",
     "options",
     "psl_lines_as_debug",
@@ -76,6 +77,17 @@ psl_logger = logging.getLogger("pslbridge.psl")
 
 _HEAP_RE = re.compile(r"^\d+[kKmMgG]?$")
 _F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _env_threads() -> Any:
+    """``PSLBRIDGE_THREADS`` as an integer, unset or empty: one per core; anything else is kept for the check."""
+    text = os.environ.get("PSLBRIDGE_THREADS", "").strip()
+    if not text:
+        return os.cpu_count() or 1
+    try:
+        return int(text)
+    except ValueError:
+        return text  # refused by _validate, naming the variable, when the JVM starts
 
 
 @dataclass(frozen=True)
@@ -96,7 +108,7 @@ class JvmOptions:
     """
 
     max_heap: str = field(default_factory=lambda: os.environ.get("PSLBRIDGE_HEAP", "4g"))
-    threads: int = field(default_factory=lambda: int(os.environ.get("PSLBRIDGE_THREADS", "0")) or (os.cpu_count() or 1))
+    threads: int = field(default_factory=lambda: _env_threads())
     jvm_args: tuple[str, ...] = field(default_factory=lambda: tuple(os.environ.get("PSLBRIDGE_JVM_ARGS", "").split()))
     java_home: str | None = None
     jar: str | None = None
@@ -106,6 +118,8 @@ class JvmOptions:
 _options = JvmOptions()
 _lock = threading.RLock()
 _started_by: str | None = None
+#: The process that started (or adopted) the JVM; a child made by ``os.fork`` has another pid and no usable JVM.
+_started_pid: int | None = None
 _log_bridge: Any = None
 #: Per thread: the tag of the innermost :func:`psl_lines_as_debug` block, if any.
 _demoted = threading.local()
@@ -170,11 +184,37 @@ def configure(**changes: Any) -> JvmOptions:
         return new
 
 
+#: The smallest heap pslbridge starts Java with (PSL's own classes and a warm-up program need more than a few MB).
+MIN_HEAP_BYTES = 64 * 2**20
+_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30}
+
+
+def _physical_memory_bytes() -> int | None:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
 def _validate(opts: JvmOptions) -> None:
-    if not _HEAP_RE.match(str(opts.max_heap)):
-        raise ConfigurationError(f"max_heap={opts.max_heap!r}: expected a size such as '512m' or '4g'")
-    if not isinstance(opts.threads, int) or opts.threads < 1:
-        raise ConfigurationError(f"threads={opts.threads!r}: expected a positive integer")
+    heap_source = "PSLBRIDGE_HEAP" if os.environ.get("PSLBRIDGE_HEAP") == opts.max_heap else "max_heap"
+    threads_source = "PSLBRIDGE_THREADS" if os.environ.get("PSLBRIDGE_THREADS", "").strip() else "threads"
+    text = str(opts.max_heap)
+    if not _HEAP_RE.match(text):
+        raise ConfigurationError(f"{heap_source}={opts.max_heap}: expected a size such as '512m' or '4g'")
+    heap = int(text[:-1] if text[-1].isalpha() else text) * _UNITS[text[-1].lower() if text[-1].isalpha() else ""]
+    if heap < MIN_HEAP_BYTES:
+        raise ConfigurationError(f"{heap_source}={text}: the Java heap must be at least 64m for PSL")
+    memory = _physical_memory_bytes()
+    if memory is not None and heap > memory:
+        raise ConfigurationError(
+            f"{heap_source}={text}: more than this machine's {memory / 2**30:.1f} GiB of memory; Java would be "
+            "killed when the heap grows (choose at most the memory you can spare, e.g. half of it)"
+        )
+    if isinstance(opts.threads, bool) or not isinstance(opts.threads, int) or opts.threads < 1:
+        raise ConfigurationError(
+            f"{threads_source}={opts.threads}: expected a positive integer (unset it for one PSL thread per core)"
+        )
     if isinstance(opts.jvm_args, str):
         raise ConfigurationError("jvm_args must be a sequence of flags, not one string")
 
@@ -250,9 +290,10 @@ def start(reason: str = "pslbridge.jvm.start()") -> None:
         >>> start("a docstring"); started_by() != "a docstring"  # already running: nothing happens
         True
     """
-    global _started_by
+    global _started_by, _started_pid
     import jpype
 
+    check_process()
     with _lock:
         if jpype.isJVMStarted():
             if _started_by is None:
@@ -284,6 +325,7 @@ def start(reason: str = "pslbridge.jvm.start()") -> None:
         _restore_python_signal_handlers()
         _exit_without_waiting_for_the_starting_thread()
         _started_by = reason
+        _started_pid = os.getpid()
         log.info(
             "Java started (triggered by %s): %s, heap %s, %d PSL threads", reason, libjvm, opts.max_heap, opts.threads
         )
@@ -349,8 +391,29 @@ def _java_major(libjvm: Path) -> int:
     return 17
 
 
+def check_process() -> None:
+    """Refuse Java use in a child made by ``os.fork`` from the process that started the JVM.
+
+    A forked child inherits the JVM's memory but none of its threads, so its first Java call hangs; this makes it a
+    typed error instead. Bridges call it on every use.
+
+    Raises:
+        ConfigurationError: This process was forked after the JVM started; it names the ``spawn`` start method.
+
+    Examples:
+        >>> check_process()  # the process that started Java: nothing to say
+    """
+    if _started_pid is not None and os.getpid() != _started_pid:
+        raise ConfigurationError(
+            f"this process was forked from process {_started_pid}, which had started Java; a JVM cannot be used "
+            "after fork (its threads did not come along). Start worker processes with the 'spawn' method: "
+            "multiprocessing.get_context('spawn'), or ProcessPoolExecutor(mp_context=multiprocessing.get_context("
+            "'spawn'))"
+        )
+
+
 def _adopt_foreign_jvm() -> None:
-    global _started_by
+    global _started_by, _started_pid
     import jpype
 
     try:
@@ -361,6 +424,7 @@ def _adopt_foreign_jvm() -> None:
             "JPype cannot restart it: let pslbridge start the JVM first"
         ) from exc
     _started_by = "another library"
+    _started_pid = os.getpid()
     _init_psl(_options)
 
 
@@ -382,6 +446,7 @@ def required(fn: _F) -> _F:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        check_process()
         if _started_by is None:
             start(reason=fn.__qualname__)
         return fn(*args, **kwargs)

@@ -36,6 +36,7 @@ import logging
 import os
 import tempfile
 import time
+import warnings
 import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -46,7 +47,7 @@ import numpy as np
 import tensorflow as tf
 
 from .bridge import Bridge
-from .errors import CheckpointError, ConfigurationError
+from .errors import CheckpointError, ConfigurationError, PslBridgeWarning
 from .learning import WeightOptimizer
 from .losses import Loss
 from .model import ModelSpec, NeuralSpec, PredicateSpec
@@ -350,7 +351,12 @@ class NeuPSLModel(keras.Model):
         bridge = self.data.bridges[int(program[0])]
         if any(not np.isfinite(a).all() for a in arrays):
             if not self._warned_nan:
-                log.warning("a network predicted NaN or infinity: the step's loss is NaN and nothing is updated")
+                warnings.warn(
+                    "a network predicted NaN or infinity: the step's loss is NaN and nothing is updated "
+                    "(keras.callbacks.TerminateOnNaN stops there)",
+                    PslBridgeWarning,
+                    stacklevel=2,
+                )
                 self._warned_nan = True
             return [np.float32(np.nan), np.float32(np.nan), *[np.zeros_like(a, dtype=np.float32) for a in arrays]]
         if self.weight_optimizer is not None and self.rule_weights is not None:

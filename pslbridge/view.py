@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import diagnostics
+from . import diagnostics, jvm
 from .errors import ClosedError
 from .model import ModelSpec
 from .program import GroundProgram
@@ -46,6 +46,7 @@ class ProgramView:
         """
         if self._program is None:
             raise ClosedError("this Bridge is closed; build a new one to continue")
+        jvm.check_process()
         return self._program
 
     @property

@@ -489,3 +489,36 @@ def test_a_linkage_error_after_a_reported_exhaustion_says_a_restart_may_be_neede
         after = failures.translate(error, "grounding")
         assert type(after) is EngineError and str(after).endswith(failures.STALE_LINK_HINT)
     assert "restart the process" not in str(failures.translate(ordinary, "reading a number"))
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "says"),
+    [
+        ("PSLBRIDGE_HEAP", "1m", "at least 64m"),
+        ("PSLBRIDGE_HEAP", "4000g", "more than this machine"),
+        ("PSLBRIDGE_HEAP", "lots", "expected a size"),
+        ("PSLBRIDGE_THREADS", "abc", "positive integer"),
+        ("PSLBRIDGE_THREADS", "0", "positive integer"),
+    ],
+)
+def test_bad_environment_values_are_typed_errors_before_java_starts(variable, value, says):
+    """The JVM's own limits used to end the process (a 1m heap aborts it, 4000g gets it killed and leaves an
+    hs_err file); now each bad value is a ConfigurationError naming the variable, Java is not started, and no
+    crash log is written."""
+    proc = run_python(
+        """
+        import pslbridge
+        from pslbridge import jvm
+        from pslbridge.examples.mnist_addition import add1_spec
+        try:
+            pslbridge.Bridge(add1_spec([(0, 1)]))
+        except pslbridge.ConfigurationError as exc:
+            print("refused:", exc)
+        print("started:", jvm.is_started())
+        """,
+        env={variable: value},
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert f"refused: {variable}={value}" in proc.stdout and says in proc.stdout, proc.stdout
+    assert "started: False" in proc.stdout

@@ -15,7 +15,7 @@ pytest.importorskip("tensorflow")
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from pslbridge import Bridge  # noqa: E402
+from pslbridge import Bridge, PslBridgeWarning  # noqa: E402
 from pslbridge.examples.mnist_addition import add1_spec  # noqa: E402
 from pslbridge.keras import NeuPSLModel, ProgramData, load_neupsl  # noqa: E402
 from pslbridge.learning import WeightOptimizer  # noqa: E402
@@ -87,9 +87,10 @@ def test_standard_callbacks_early_stopping_terminate_on_nan_and_csv_logger(tmp_p
         keras.callbacks.TerminateOnNaN(),
         keras.callbacks.CSVLogger(str(log_file)),
     ]
-    history = model.fit(
-        ProgramData([(bridge, inputs)], passes=5, shuffle=False), epochs=4, verbose=0, callbacks=callbacks
-    )
+    with pytest.warns(PslBridgeWarning, match="NaN or infinity"):  # a warning the user sees, not only a log line
+        history = model.fit(
+            ProgramData([(bridge, inputs)], passes=5, shuffle=False), epochs=4, verbose=0, callbacks=callbacks
+        )
     bridge.close()
     # Epoch 0 ran its 5 steps, epoch 1 stopped at its 3rd (the 8th step): TerminateOnNaN acted on that batch.
     assert len(history.history["loss"]) == 2 and np.isnan(history.history["loss"][-1])

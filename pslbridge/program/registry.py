@@ -120,7 +120,7 @@ class PredicateRegistry:
             return
         kind = "neural" if deep else "standard"
         owner = (
-            "by a pslbridge program that is still open (close it first)"
+            "by a pslbridge program that is still open (close it first, or call pslbridge.close_all())"
             if spec.key in _IN_USE
             else "outside pslbridge (e.g. by PSL's Runtime or pslpython, which never release predicates)"
         )
