@@ -47,10 +47,11 @@ import numpy as np
 import tensorflow as tf
 
 from .bridge import Bridge
-from .errors import CheckpointError, ConfigurationError, PslBridgeWarning
+from .errors import CheckpointError, ConfigurationError, NeuralInputError, PslBridgeWarning
 from .learning import WeightOptimizer
 from .losses import Loss
 from .model import ModelSpec, NeuralSpec, PredicateSpec
+from .neural_inputs import align_rows
 from .results import InferenceResult, find_key
 
 __all__ = ["ClassBalance", "NeuPSLModel", "NeuPSLPredictor", "ProgramData", "load_neupsl"]
@@ -157,7 +158,7 @@ class ProgramData(keras.utils.PyDataset):
 
     Args:
         batches: ``(bridge, {neural predicate: inputs})`` per program; inputs have one row per entity, in
-            :meth:`pslbridge.Bridge.entities` order.
+            :meth:`pslbridge.Bridge.entities` order, or are ``(entity_ids, inputs)`` (put into that order).
         passes: Passes over the programs per Keras epoch.
         shuffle: Visit the programs in a new random order every pass.
         seed: Seed of the order.
@@ -198,6 +199,8 @@ class ProgramData(keras.utils.PyDataset):
                 )
             arrays = {}
             for name, value in inputs.items():
+                if isinstance(value, tuple) and len(value) == 2:  # (entity ids, inputs): put into entity order
+                    value = align_rows(name, list(value[0]), np.asarray(value[1]), bridge.entities(name))
                 array = np.asarray(value)
                 rows = bridge.neural_shape(name)[0]
                 if array.shape[0] != rows:
@@ -553,11 +556,15 @@ class NeuPSLPredictor:
             bridge.rule_weights = self.rule_weights
             predictions = {}
             for name, network in self.networks.items():
-                order = [str(e[0] if isinstance(e, (list, tuple)) else e) for e in entities[name]]
-                rows = {key: i for i, key in enumerate(order)}
+                ids = list(entities[name])
+                if len(ids) != len(inputs[name]):
+                    raise NeuralInputError(
+                        f"{len(inputs[name])} input rows for {len(ids)} entities: give one row per entity, in the "
+                        "order of entities=",
+                        predicate=name,
+                    )
                 probs = np.asarray(network(inputs[name], training=False))
-                entity_rows = bridge.entities(name)["arg0"].astype(str).tolist()
-                predictions[name] = probs[[rows[e] for e in entity_rows]]
+                predictions[name] = align_rows(name, ids, probs, bridge.entities(name))
             return bridge.infer(predictions, reset=True)
 
 

@@ -1,9 +1,10 @@
 """Validating neural prediction arrays before anything crosses into Java.
 
-Accepts numpy arrays, TensorFlow/Keras tensors (anything with ``.numpy()``), array-likes
-and pandas DataFrames indexed by entity. Everything becomes a C-contiguous float32
-array of shape ``(n_entities, n_classes)`` or a :class:`~pslbridge.errors.NeuralInputError`
-naming the predicate and what was expected.
+Accepts numpy arrays and array-likes in entity order, TensorFlow/Keras tensors (anything with
+``.numpy()``), ``(entity_ids, array)`` pairs and pandas DataFrames indexed by entity (both
+reordered to the program's entity order, every entity exactly once). Everything becomes a
+C-contiguous float32 array of shape ``(n_entities, n_classes)`` or a
+:class:`~pslbridge.errors.NeuralInputError` naming the predicate and what was expected.
 
 Examples:
     >>> import numpy as np
@@ -21,7 +22,7 @@ import pandas as pd
 
 from .errors import NeuralInputError
 
-__all__ = ["as_prediction_array"]
+__all__ = ["align_rows", "as_prediction_array", "entity_keys"]
 
 _TOLERANCE = 1e-6
 
@@ -37,6 +38,65 @@ def _from_tensor(name: str, value: Any) -> Any:
                 predicate=name,
             ) from exc
     return value
+
+
+def entity_keys(entities: pd.DataFrame) -> list[Any]:
+    """The program's entities as lookup keys: a string per entity (a tuple of strings for several arguments).
+
+    Examples:
+        >>> entity_keys(pd.DataFrame({"arg0": ["a", "b"]}))
+        ['a', 'b']
+    """
+    if entities.shape[1] == 1:
+        return entities.iloc[:, 0].astype(str).tolist()
+    return [tuple(map(str, row)) for row in entities.itertuples(index=False)]
+
+
+def align_rows(name: str, ids: Sequence[Any], rows: Any, entities: pd.DataFrame) -> Any:
+    """Reorder ``rows`` (given for the entities ``ids``, in that order) into the program's entity order.
+
+    Args:
+        name: The neural predicate (for messages).
+        ids: One entity id per row of ``rows`` (a tuple for an entity of several arguments).
+        rows: An array-like with one row per id (predictions, or a network's inputs).
+        entities: The program's entity rows (:meth:`pslbridge.Bridge.entities`).
+
+    Returns:
+        ``rows`` reordered (a numpy array, or the same type indexed by position).
+
+    Raises:
+        NeuralInputError: Ids and rows differ in number, an id repeats, or the ids are not exactly the program's
+            entities (the first missing and the first unknown one are named).
+
+    Examples:
+        >>> align_rows("Digit", ["b", "a"], np.array([[0.9], [0.1]]), pd.DataFrame({"arg0": ["a", "b"]})).tolist()
+        [[0.1], [0.9]]
+        >>> align_rows("Digit", ["a", "c"], np.zeros((2, 1)), pd.DataFrame({"arg0": ["a", "b"]}))
+        Traceback (most recent call last):
+        ...
+        pslbridge.errors.NeuralInputError: neural predicate 'Digit': ...lacks entity 'b' ...; 'c' is not one of ...
+    """
+    keys = [tuple(map(str, i)) if isinstance(i, (tuple, list)) else str(i) for i in ids]
+    keys = [k[0] if isinstance(k, tuple) and len(k) == 1 and entities.shape[1] == 1 else k for k in keys]
+    array = rows if hasattr(rows, "shape") and hasattr(rows, "__getitem__") else np.asarray(rows)
+    if len(keys) != len(array):
+        raise NeuralInputError(f"{len(keys)} entity ids for {len(array)} rows", predicate=name)
+    position = {}
+    for i, key in enumerate(keys):
+        if key in position:
+            raise NeuralInputError(f"entity {key!r} is given twice (rows {position[key]} and {i})", predicate=name)
+        position[key] = i
+    wanted = entity_keys(entities)
+    missing = [k for k in wanted if k not in position]
+    unknown = [k for k in keys if k not in set(wanted)]
+    if missing or unknown:
+        parts = []
+        if missing:
+            parts.append(f"lacks entity {missing[0]!r} ({len(missing)} missing)")
+        if unknown:
+            parts.append(f"{unknown[0]!r} is not one of the program's {len(wanted)} entities ({len(unknown)} unknown)")
+        raise NeuralInputError("the rows' entity ids " + "; ".join(parts), predicate=name)
+    return array[np.asarray([position[k] for k in wanted], dtype=np.int64)]
 
 
 def as_prediction_array(
@@ -69,6 +129,9 @@ def as_prediction_array(
     """
     if isinstance(value, pd.DataFrame):
         value = _align_frame(name, value, entities, classes)
+    elif isinstance(value, tuple) and len(value) == 2 and entities is not None and np.ndim(value[1]) == 2:
+        ids, rows = value  # (entity ids, one row per id); a tuple of two prediction rows has a 1-d second item
+        value = align_rows(name, list(ids), _from_tensor(name, rows), entities)
     value = _from_tensor(name, value)
     if isinstance(value, (str, bytes)) or value is None:
         raise NeuralInputError(f"expected an array of shape {shape}, got {type(value).__name__}", predicate=name)

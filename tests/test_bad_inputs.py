@@ -366,3 +366,30 @@ def test_tensor_that_cannot_reach_host_memory(add1):
 def test_unknown_reasoner():
     with pytest.raises(ModelFileError, match="unknown reasoner 'gurobi'"):
         Bridge(SA / "simple-acquaintances.json", reasoner="gurobi")
+
+
+def test_predictions_given_with_their_entity_ids_are_aligned_and_wrong_ids_are_named(jvm_started):
+    """Row order was a silent contract for arrays; (entity_ids, array) pairs are put into the program's order, and
+    ids that are missing, unknown or repeated are typed errors naming the entity (nothing is written then)."""
+    from pslbridge.errors import NeuralInputError
+    from pslbridge.examples.mnist_addition import add1_spec
+
+    with Bridge(add1_spec([(5, 3), (8, 1)])) as bridge:
+        ids = bridge.entities("Neural")["arg0"].tolist()
+        assert ids == ["5", "3", "8", "1"]
+        probs = np.full((4, 10), 0.01, dtype=np.float32)
+        probs[[0, 1, 2, 3], [2, 6, 9, 0]] = 0.91
+        aligned = bridge.infer({"Neural": probs}).argmax("ImageSum").arg2.astype(int).tolist()
+        permuted = [3, 0, 2, 1]
+        paired = bridge.infer({"Neural": ([ids[i] for i in permuted], probs[permuted])})
+        assert paired.argmax("ImageSum").arg2.astype(int).tolist() == aligned == [8, 9]
+        as_ints = bridge.infer({"Neural": ([int(ids[i]) for i in permuted], probs[permuted])})
+        assert as_ints.argmax("ImageSum").arg2.astype(int).tolist() == aligned
+        for wrong, says in [
+            (["5", "3", "8", "7"], r"lacks entity '1'.*'7' is not one of the program's 4 entities"),
+            (["5", "3", "8", "8"], "entity '8' is given twice"),
+            (["5", "3", "8"], "3 entity ids for 4 rows"),
+        ]:
+            with pytest.raises(NeuralInputError, match=says):
+                bridge.infer({"Neural": (wrong, probs)})
+        assert bridge.infer({"Neural": probs}).argmax("ImageSum").arg2.astype(int).tolist() == aligned

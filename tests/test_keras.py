@@ -217,3 +217,37 @@ def test_the_networks_regularisation_losses_join_psl_loss():
     np.testing.assert_allclose(regularised - plain, -lr * 2 * c * start, atol=1e-6)
     assert loss == pytest.approx(plain_loss + c * float(np.sum(start**2)), rel=1e-5)
     bridge.close()
+
+
+def test_predict_and_program_data_refuse_rows_that_do_not_match_the_entities(tmp_path):
+    """predict with 6 input rows for 3 entities used to ignore the extra rows, and fewer rows were a raw
+    IndexError; both are NeuralInputErrors now. ProgramData takes (entity_ids, inputs) and puts them in order."""
+    from pslbridge.errors import NeuralInputError
+    from pslbridge.examples.mnist_addition import digit_sum_rows, possible_digit_rows
+
+    bridge, inputs = _program([(0, 1), (2, 3)], [7, 18])
+    network = keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(10, activation="softmax")])
+    model = NeuPSLModel({"Neural": network})
+    model.compile(optimizer=keras.optimizers.Adam(0.05))
+    ids = bridge.entities("Neural")["arg0"].tolist()
+    shuffled = ProgramData([(bridge, {"Neural": (ids[::-1], inputs["Neural"][::-1])})])
+    np.testing.assert_array_equal(shuffled.inputs[0]["Neural"], inputs["Neural"])
+    model.fit(ProgramData([(bridge, inputs)]), epochs=1, verbose=0)
+    model.save_neupsl(tmp_path / "m.neupsl", bridge)
+    bridge.close()
+    predictor = load_neupsl(tmp_path / "m.neupsl")
+    kwargs = {
+        "observations": {
+            "ImageSumBlock": [(10, 11)],
+            "DigitSum": digit_sum_rows(),
+            "PossibleDigits": possible_digit_rows(),
+        },
+        "targets": {"ImageSum": [(10, 11, z) for z in range(19)]},
+    }
+    features = np.random.default_rng(1).normal(size=(6, FEATURES)).astype(np.float32)
+    for rows, says in [(6, "6 input rows for 2 entities"), (1, "1 input rows for 2 entities")]:
+        with pytest.raises(NeuralInputError, match=says):
+            predictor.predict({"Neural": features[:rows]}, entities={"Neural": [10, 11]}, **kwargs)
+    both = predictor.predict({"Neural": features[:2]}, entities={"Neural": [10, 11]}, **kwargs)
+    swapped = predictor.predict({"Neural": features[[1, 0]]}, entities={"Neural": [11, 10]}, **kwargs)
+    np.testing.assert_allclose(swapped.to_frame("ImageSum").value, both.to_frame("ImageSum").value, atol=1e-5)
