@@ -393,3 +393,44 @@ def test_predictions_given_with_their_entity_ids_are_aligned_and_wrong_ids_are_n
             with pytest.raises(NeuralInputError, match=says):
                 bridge.infer({"Neural": (wrong, probs)})
         assert bridge.infer({"Neural": probs}).argmax("ImageSum").arg2.astype(int).tolist() == aligned
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "says"),
+    [
+        ({"observations": {"A": [(None,)]}}, r"row 0 of A \(observations\) has a missing value \(None\)"),
+        ({"observations": {"A": [(float("nan"),)]}}, r"has a missing value \(nan\)"),
+        ({"observations": {"A": {"x": 0.1}}}, "got a mapping"),
+        ({"observations": {"A": "xy"}}, "got str .a file is read by a runtime config"),
+        ({"targets": {"B": 7}}, "got int"),
+        ({"neural": {"A": "three"}}, r"neural predicate 'A': give its class count \(an int\)"),
+        ({"predicates": {"A": 1.0, "B": 1}}, "declare an arity"),
+        ({"predicates": {"A": "two", "B": 1}}, "declare an arity"),
+    ],
+)
+def test_model_building_from_python_refuses_what_it_used_to_accept(kwargs, says):
+    """A None or NaN id became the constant 'None'/'nan'; a dict of rows kept its keys and dropped the values;
+    a string made one row per character; bad arities and class counts were raw ValueError/TypeError."""
+    from pslbridge import ModelSpec
+    from pslbridge.errors import ModelFileError
+
+    model = {"rules": ["1: A(X) -> B(X) ^2"], "predicates": {"A": 1, "B": 1}, **kwargs}
+    with pytest.raises(ModelFileError, match=says):
+        ModelSpec.from_python(**model)
+
+
+def test_truth_rows_that_label_no_target_warn_with_their_count():
+    """A typo in the ids of truth rows made learn_step run with 0 labelled atoms and no word; truth rows for
+    an observed or a neural predicate were ignored silently."""
+    from pslbridge import ModelSpec, PslBridgeWarning
+
+    base = {"rules": ["1: A(X) -> B(X) ^2"], "predicates": {"A": 1, "B": 1}, "observations": {"A": [("x",), ("y",)]}}
+    with pytest.warns(PslBridgeWarning, match=r"1 of 2 truth rows for B label no target atom, e.g. \('yy',\)"):
+        ModelSpec.from_python(**base, targets={"B": [("x",), ("y",)]}, truth={"B": [("x", 1.0), ("yy", 0.0)]})
+    with pytest.warns(PslBridgeWarning, match=r"truth rows for A .*\(it has no targets\)"):
+        ModelSpec.from_python(**base, targets={"B": [("x",)]}, truth={"A": [("x", 1.0)]})
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ModelSpec.from_python(**base, targets={"B": [("x",)]}, truth={"B": [("x", 1.0)]})  # all matched: silent

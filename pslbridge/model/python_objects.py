@@ -60,8 +60,14 @@ def read_python(
     for name, decl in predicates.items():
         if isinstance(decl, PredicateSpec):
             spec = decl
-        elif isinstance(decl, (int, np.integer)):
+        elif isinstance(decl, (int, np.integer)) and not isinstance(decl, bool):
             spec = PredicateSpec(check_name(name, "<python>"), int(decl))
+        elif isinstance(decl, (str, bytes, Mapping)) or not isinstance(decl, Sequence):
+            raise ModelFileError(
+                f"predicate {name!r}: declare an arity (an int), a list of argument types or a PredicateSpec, "
+                f"got {decl!r}",
+                predicate=str(name),
+            )
         else:
             types = [str(t) for t in decl]
             spec = PredicateSpec(check_name(name, "<python>"), len(types), types)
@@ -70,6 +76,11 @@ def read_python(
         spec = preds.get(name.upper())
         if spec is None:
             raise ModelFileError(f"neural predicate {name!r} is not in `predicates`", predicate=name)
+        if not isinstance(decl, (NeuralSpec, int, np.integer)) or isinstance(decl, bool):
+            raise ModelFileError(
+                f"neural predicate {name!r}: give its class count (an int) or a NeuralSpec, got {decl!r}",
+                predicate=name,
+            )
         spec.neural = decl if isinstance(decl, NeuralSpec) else NeuralSpec(class_size=int(decl))
         validate_neural(spec, "<python>")
     for name in closed:

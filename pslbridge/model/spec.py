@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ModelFileError
+from ..errors import ModelFileError, PslBridgeWarning
 from .cli_files import read_cli_files
 from .parts import DataTable, NeuralSpec, PredicateSpec, RuleSpec
 from .python_objects import read_python
@@ -303,6 +304,34 @@ class ModelSpec:
                 origin, line = table.where(row)
                 raise ModelFileError(
                     f"truth row for {spec.name} has no truth value", path=origin, line=line, predicate=spec.name
+                )
+        self._warn_unmatched_truth()
+
+    def _warn_unmatched_truth(self) -> None:
+        """Warn about truth rows no target atom has: a typo in an id, or labels of observed or neural atoms."""
+        for key, spec in self.predicates.items():
+            truth = [t for t in self.data if t.predicate.upper() == key and t.partition == "truth" and len(t)]
+            if not truth:
+                continue
+            rows = [tuple(r) for t in truth for r in t.args.tolist()]
+            if spec.neural is not None:
+                reason = f"{spec.name} is a neural predicate (its values come from the network)"
+                unmatched = rows
+            else:
+                targets = {
+                    tuple(r)
+                    for t in self.data
+                    if t.predicate.upper() == key and t.partition == "targets"
+                    for r in t.args.tolist()
+                }
+                unmatched = [r for r in rows if r not in targets]
+                reason = f"{spec.name} has no target atom for them" + ("" if targets else " (it has no targets)")
+            if unmatched:
+                warnings.warn(
+                    f"{len(unmatched)} of {len(rows)} truth rows for {spec.name} label no target atom, e.g. "
+                    f"{unmatched[0]!r}: {reason}; PSL ignores them",
+                    PslBridgeWarning,
+                    stacklevel=4,
                 )
 
 

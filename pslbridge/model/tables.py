@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -214,7 +214,31 @@ def table_from_object(spec: PredicateSpec, partition: str, rows: Any) -> DataTab
                 predicate=spec.name,
             )
         rows = rows.tolist()
-    listed = [[str(v) for v in (r if isinstance(r, (list, tuple)) else [r])] for r in rows]
+    if isinstance(rows, (str, bytes, Path, Mapping)) or not isinstance(rows, Iterable):
+        kind = "a mapping" if isinstance(rows, Mapping) else type(rows).__name__
+        hint = (
+            " (a file is read by a runtime config or .data file, not by from_python)"
+            if isinstance(rows, (str, Path))
+            else ""
+        )
+        raise ModelFileError(
+            f"rows for {spec.name} ({partition}) must be a list of tuples, a 2-D array or a DataFrame, "
+            f"got {kind}{hint}",
+            path=origin,
+            predicate=spec.name,
+        )
+    listed = []
+    for i, r in enumerate(rows):
+        if isinstance(r, (str, bytes)) or not isinstance(r, (list, tuple)):
+            r = [r]
+        for v in r[: spec.arity]:  # the arguments; a truth value is checked with the others below
+            if v is None or (isinstance(v, (float, np.floating)) and np.isnan(v)):
+                raise ModelFileError(
+                    f"row {i} of {spec.name} ({partition}) has a missing value ({v!r}): {tuple(r)!r}",
+                    path=origin,
+                    predicate=spec.name,
+                )
+        listed.append([str(v) for v in r])
     if not listed:
         return DataTable(spec.name, partition, np.empty((0, spec.arity), dtype=object), None, origin)
     return rows_to_table(spec, partition, listed, origin, None)
