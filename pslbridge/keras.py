@@ -308,6 +308,8 @@ class NeuPSLModel(keras.Model):
         """Keras' ``fit`` on a :class:`ProgramData` (one step per program; ``epochs``, ``callbacks``, ...)."""
         if not isinstance(x, ProgramData):
             raise ConfigurationError(f"NeuPSLModel.fit takes a ProgramData, got {type(x).__name__}")
+        if self.weight_optimizer is not None:
+            _check_same_weighted_rules(x.bridges)
         self.data = x
         return super().fit(x, *args, **kwargs)
 
@@ -447,6 +449,24 @@ class NeuPSLModel(keras.Model):
                 for name, member in files.items():
                     archive.write(os.path.join(tmp, f"{name}.keras"), member)
         return path
+
+
+def _check_same_weighted_rules(bridges: Sequence[Bridge]) -> None:
+    """Learned rule weights are one vector shared by position: every program must list the same rules in order."""
+    first = bridges[0].weighted_rules
+    for k, bridge in enumerate(bridges[1:], start=1):
+        rules = bridge.weighted_rules
+        if rules == first:
+            continue
+        if sorted(rules) == sorted(first):
+            problem = "the same weighted rules in another order"
+        else:
+            extra = sorted(set(rules) ^ set(first))
+            problem = f"other weighted rules ({len(rules)} against {len(first)}; e.g. {extra[0]!r})"
+        raise ConfigurationError(
+            f"program {k} has {problem} than program 0; learned rule weights are shared by position, so every "
+            "program must be built from the same rules in the same order"
+        )
 
 
 def _manifest(bridge: Bridge, weights: np.ndarray) -> dict[str, Any]:

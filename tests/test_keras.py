@@ -251,3 +251,33 @@ def test_predict_and_program_data_refuse_rows_that_do_not_match_the_entities(tmp
     both = predictor.predict({"Neural": features[:2]}, entities={"Neural": [10, 11]}, **kwargs)
     swapped = predictor.predict({"Neural": features[[1, 0]]}, entities={"Neural": [11, 10]}, **kwargs)
     np.testing.assert_allclose(swapped.to_frame("ImageSum").value, both.to_frame("ImageSum").value, atol=1e-5)
+
+
+def test_learning_rule_weights_over_programs_whose_rules_differ_in_order_is_refused():
+    """Two programs with the same rules in another order moved each learned weight onto the wrong rule."""
+    from pslbridge import ModelSpec
+    from pslbridge.errors import ConfigurationError
+
+    def program(rules):
+        spec = ModelSpec.from_python(
+            rules=rules,
+            predicates={"Neural": 2, "Label": 2},
+            neural={"Neural": 2},
+            targets={"Neural": [("a", 0), ("a", 1)], "Label": [("a", 0), ("a", 1)]},
+            truth={"Label": [("a", 0, 1.0), ("a", 1, 0.0)]},
+        )
+        spec.phase = "learn"
+        return Bridge(spec)
+
+    rules = ["1: Neural(N, C) -> Label(N, C) ^2", "2: Label(N, C) -> Neural(N, C) ^2"]
+    one, two = program(rules), program(rules[::-1])
+    inputs = {"Neural": np.ones((1, FEATURES), dtype=np.float32)}
+    network = keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(2, activation="softmax")])
+    model = NeuPSLModel({"Neural": network}, weights=WeightOptimizer())
+    model.compile(optimizer=keras.optimizers.Adam(0.05))
+    with pytest.raises(ConfigurationError, match="program 1 has the same weighted rules in another order"):
+        model.fit(ProgramData([(one, inputs), (two, inputs)]), epochs=1, verbose=0)
+    frozen = NeuPSLModel({"Neural": network})  # frozen weights: each program keeps its own, nothing is shared
+    frozen.compile(optimizer=keras.optimizers.Adam(0.05))
+    frozen.fit(ProgramData([(one, inputs), (two, inputs)]), epochs=1, verbose=0)
+    one.close(), two.close()
