@@ -434,8 +434,22 @@ class NeuPSLModel(keras.Model):
 
         Returns:
             The path. Load it with :func:`load_neupsl`.
+
+        Raises:
+            ConfigurationError: ``bridge`` is a program of another model (other neural predicates or rule count).
         """
         path = Path(path)
+        neural = {n.upper() for n in bridge.neural_predicates}
+        if neural != {n.upper() for n in self.networks}:
+            raise ConfigurationError(
+                f"save_neupsl: the bridge's neural predicates {sorted(bridge.neural_predicates)} are not this "
+                f"model's networks {sorted(self.networks)}; pass a program of this model"
+            )
+        if self.rule_weights is not None and len(self.rule_weights) != len(bridge.rule_weights):
+            raise ConfigurationError(
+                f"save_neupsl: the bridge has {len(bridge.rule_weights)} weighted rules, the learned weights "
+                f"{len(self.rule_weights)}; pass a program of this model"
+            )
         manifest = _manifest(bridge, self.rule_weights if self.rule_weights is not None else bridge.rule_weights)
         with tempfile.TemporaryDirectory(prefix="pslbridge-save-") as tmp:
             files = {}

@@ -281,3 +281,15 @@ def test_learning_rule_weights_over_programs_whose_rules_differ_in_order_is_refu
     frozen.compile(optimizer=keras.optimizers.Adam(0.05))
     frozen.fit(ProgramData([(one, inputs), (two, inputs)]), epochs=1, verbose=0)
     one.close(), two.close()
+
+
+def test_saving_with_another_models_bridge_is_refused(tmp_path):
+    """save_neupsl(path, bridge_of_another_model) saved and loaded, and predict then failed with a raw KeyError."""
+    from pslbridge.errors import ConfigurationError
+
+    network = keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(10, activation="softmax")])
+    model = NeuPSLModel({"Digit": network})
+    with Bridge(add1_spec([(0, 1)])) as other:
+        with pytest.raises(ConfigurationError, match=r"neural predicates \['Neural'\] are not this model's"):
+            model.save_neupsl(tmp_path / "m.neupsl", other)
+    assert not (tmp_path / "m.neupsl").exists()
