@@ -51,10 +51,26 @@ MODULES = _modules()
 
 
 @pytest.fixture(scope="module")
-def shared(jvm_started):
-    bridge = Bridge(EXAMPLES / "simple-acquaintances" / "simple-acquaintances.json")
-    bridge.infer()
-    yield {
+def solved(jvm_started):
+    """The simple-acquaintances bridge, solved; rebuilt when an example closed it (``close_all``'s does)."""
+    holder = []
+
+    def current() -> Bridge:
+        if not holder or repr(holder[0]) == "<Bridge closed>":
+            bridge = Bridge(EXAMPLES / "simple-acquaintances" / "simple-acquaintances.json")
+            bridge.infer()
+            holder[:] = [bridge]
+        return holder[0]
+
+    yield current
+    if holder:
+        holder[0].close()
+
+
+@pytest.fixture
+def shared(solved):
+    bridge = solved()
+    return {
         "bridge": bridge,
         "program": bridge.program,
         "np": np,
@@ -63,7 +79,6 @@ def shared(jvm_started):
         "Bridge": Bridge,
         "ModelSpec": ModelSpec,
     }
-    bridge.close()
 
 
 def test_every_module_is_listed():

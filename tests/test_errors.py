@@ -4,9 +4,13 @@ from pslbridge import errors
 
 
 def test_every_error_derives_from_the_root():
+    """Every exception derives from PslBridgeError; the one warning category is a UserWarning (and no error)."""
     for name in errors.__all__:
         cls = getattr(errors, name)
-        assert issubclass(cls, errors.PslBridgeError), name
+        if name == "PslBridgeWarning":
+            assert issubclass(cls, UserWarning) and not issubclass(cls, errors.PslBridgeError)
+        else:
+            assert issubclass(cls, errors.PslBridgeError), name
 
 
 def test_neural_input_error_is_also_value_error():
