@@ -112,6 +112,11 @@ class Bridge(ProgramView):
         reasoner: str = "admm",
         functions: Mapping[str, Any] | None = None,
     ) -> None:
+        if not isinstance(model, (ModelSpec, str, Path)):
+            raise ConfigurationError(
+                f"Bridge takes a ModelSpec or the path of a model file (.json, .yaml, .psl), got "
+                f"{type(model).__name__}; build a model from Python objects with Bridge.from_python(...)"
+            )
         spec = model if isinstance(model, ModelSpec) else load_model(model, data, phase=phase)
         self._program: GroundProgram | None = GroundProgram(spec, dict(options or {}), reasoner, functions)
         self._pushed: set[str] = set()

@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .errors import ConfigurationError
+
 __all__ = ["InferenceResult", "LearnResult", "find_key", "java_float_text", "psl_tsv"]
 
 
@@ -146,6 +148,9 @@ class InferenceResult:
             The entity rows (all arguments but the last, first-seen order), the class labels (last argument,
             first-seen order) and the float32 matrix (NaN where an atom is absent).
 
+        Raises:
+            ConfigurationError: The predicate has one argument (no entity and class to make a matrix of).
+
         Examples:
             >>> r = InferenceResult({"S": np.array([0.1, 0.9, 0.4])}, 0.0, 0, 1, {},
             ...     {"S": pd.DataFrame({"arg0": ["a", "a", "b"], "arg1": ["1", "2", "1"]})})
@@ -155,6 +160,11 @@ class InferenceResult:
         """
         frame = self.to_frame(predicate)
         keys, last = list(frame.columns[:-2]), frame.columns[-2]
+        if not keys:
+            raise ConfigurationError(
+                f"matrix({predicate!r}): a matrix needs an entity and a class argument, and {predicate} has one "
+                f"argument; use to_frame({predicate!r})"
+            )
         entities = frame[keys].drop_duplicates().reset_index(drop=True)
         classes = list(dict.fromkeys(frame[last].astype(str)))
         rows = pd.MultiIndex.from_frame(entities) if len(keys) > 1 else pd.Index(entities[keys[0]])

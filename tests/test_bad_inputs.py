@@ -434,3 +434,23 @@ def test_truth_rows_that_label_no_target_warn_with_their_count():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         ModelSpec.from_python(**base, targets={"B": [("x",)]}, truth={"B": [("x", 1.0)]})  # all matched: silent
+
+
+def test_wrong_kinds_of_model_and_a_matrix_of_a_unary_predicate_are_typed_errors(jvm_started):
+    """Bridge(123) and Bridge(dict) were raw TypeErrors; matrix() on a unary predicate a raw IndexError."""
+    from pslbridge.errors import ConfigurationError
+
+    for wrong in (123, {"rules": []}):
+        with pytest.raises(ConfigurationError, match="Bridge takes a ModelSpec or the path of a model file"):
+            Bridge(wrong)
+    with Bridge(load_model(SA / "simple-acquaintances.json")) as bridge:
+        result = bridge.infer()
+    from pslbridge import ModelSpec
+
+    unary = ModelSpec.from_python(
+        rules=["1: A(X) -> B(X) ^2"], predicates={"A": 1, "B": 1}, observations={"A": [("x",)]}, targets={"B": [("x",)]}
+    )
+    with Bridge(unary) as bridge:
+        with pytest.raises(ConfigurationError, match=r"matrix\('B'\): a matrix needs an entity and a class"):
+            bridge.infer().matrix("B")
+    assert result.matrix("Knows")[2].shape[0] > 0  # a binary predicate still makes one
