@@ -222,6 +222,12 @@ def run_environment(cpus: int = RUN_CPUS) -> dict[str, str]:
     return {variable: os.environ.get(variable, str(cpus)) for variable in THREAD_VARIABLES}
 
 
+def _worker_path() -> str:
+    """PYTHONPATH for Ray's worker processes: the repository root first (``experiments`` is not installed)."""
+    root = str(Path(__file__).resolve().parent.parent)
+    return os.pathsep.join([root, *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]])
+
+
 def example_run(x: int, sleep_s: float = 0.0) -> dict[str, Any]:
     """A trivial run (doubles ``x`` after ``sleep_s`` seconds), for examples and tests.
 
@@ -403,7 +409,8 @@ def start_ray(address: str | None = None, workers: int | None = None) -> bool:
     if ray.is_initialized():
         return False
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
-    runtime_env = {"env_vars": run_environment(RUN_CPUS)}  # as many threads per pool as each run declares CPUs
+    # As many threads per pool as each run declares CPUs; workers import the experiments from the repository.
+    runtime_env = {"env_vars": {**run_environment(RUN_CPUS), "PYTHONPATH": _worker_path()}}
     if address is not None:
         ray.init(address=address, log_to_driver=False, runtime_env=runtime_env)
         return True

@@ -8,6 +8,7 @@ from conftest import run_python
 pytestmark = pytest.mark.subprocess
 
 
+@pytest.mark.slow
 def test_resident_benchmark_smoke(tmp_path):
     proc = run_python(f"""
         from benchmarks import resident

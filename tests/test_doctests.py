@@ -31,6 +31,7 @@ SLOW = {
     "pslbridge.demo",
     "pslbridge.examples.mnist_addition",
     "experiments.citation.runner",
+    "experiments.mnist_add.runner",
     "experiments.visual_sudoku.model",
     "pslbridge.networks",
     "pslbridge.quiet",  # imports TensorFlow twice in fresh interpreters

@@ -119,6 +119,7 @@ from experiments.visual_sudoku.model import (  # noqa: E402
 )
 
 
+@pytest.mark.slow
 def test_sudoku_layouts_and_validity():
     layouts = valid_layouts()
     assert len(layouts) == 288 and all(is_valid(g) for g in layouts)
@@ -150,6 +151,7 @@ def test_puzzle_overlap_counts(n, m):
     assert len(set(used.tolist())) >= 0.6 * n  # re-sampling repeats images; most unique ones still appear
 
 
+@pytest.mark.slow
 def test_sudoku_scores_and_accuracies():
     layout = valid_layouts()[5]
     confident = np.eye(4)[layout][None]

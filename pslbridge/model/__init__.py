@@ -11,14 +11,11 @@
 Every problem is a :class:`~pslbridge.errors.ModelFileError` naming the file, line, rule or predicate.
 
 Examples:
-    >>> spec = ModelSpec.from_python(
-    ...     rules=["1.0: Friend(A, B) & Smokes(A) -> Smokes(B) ^2"],
-    ...     predicates={"Friend": 2, "Smokes": 1},
-    ...     observations={"Friend": [("a", "b")], "Smokes": [("a", 1.0)]},
-    ...     targets={"Smokes": [("b",)]},
-    ... )
-    >>> [p.name for p in spec.predicates.values()]
-    ['Friend', 'Smokes']
+    >>> from pslbridge.examples import example_path
+    >>> stem = example_path("simple-acquaintances") / "simple-acquaintances"
+    >>> by_config, by_files = load_model(stem.with_suffix(".json")), load_model(stem.with_suffix(".psl"))
+    >>> [r.text for r in by_config.rules] == [r.text for r in by_files.rules], sorted(by_files.predicates)
+    (True, ['KNOWS', 'LIKES', 'LIVED'])
 """
 
 from .parts import PARTITIONS, PHASES, DataTable, EvaluationSpec, NeuralSpec, PredicateSpec, RuleSpec
