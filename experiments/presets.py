@@ -2,8 +2,8 @@
 
 A preset file has ``name``, ``match`` (the keys it applies to: equal values, ``<key>_below`` / ``<key>_from``
 bounds, or ``<key>_in`` a list), ``notes`` (on which seeds and data its values were chosen) and ``fields``. A
-runner picks the preset whose ``match`` holds (:func:`select`) or the one it is told to (:func:`by_name`), then
-applies explicit overrides; no default is written as a branch in code.
+runner picks the most specific preset whose ``match`` holds (:func:`select`) or the one it is told to
+(:func:`by_name`), then applies explicit overrides; no default is written as a branch in code.
 
 Examples:
     >>> from pathlib import Path
@@ -89,16 +89,26 @@ def load_presets(folder: Path, allowed: Iterable[str] | None = None) -> list[Pre
 
 
 def select(presets: Sequence[Preset], **keys: Any) -> Preset:
-    """The one preset whose ``match`` holds for these keys.
+    """The preset whose ``match`` holds for these keys; of several, the one with the most conditions.
 
     Raises:
-        ConfigurationError: None or several match.
+        ConfigurationError: None matches, or several with as many conditions.
+
+    Examples:
+        >>> general = Preset("lp+fp", {"method": "lp+fp"}, {}, "any data set")
+        >>> cora = Preset("lp+fp-cora", {"method": "lp+fp", "dataset": "cora"}, {}, "Cora's own")
+        >>> select([general, cora], method="lp+fp", dataset="cora").name, select([general, cora], method="lp+fp",
+        ...     dataset="pubmed").name
+        ('lp+fp-cora', 'lp+fp')
     """
     found = [p for p in presets if p.matches(**keys)]
-    if len(found) != 1:
-        names = [p.name for p in found] or "none"
-        raise ConfigurationError(f"{keys}: expected one matching preset, found {names}")
-    return found[0]
+    if not found:
+        raise ConfigurationError(f"{keys}: no preset matches; the presets are {[p.name for p in presets]}")
+    most = max(len(p.match) for p in found)
+    best = [p for p in found if len(p.match) == most]
+    if len(best) > 1:
+        raise ConfigurationError(f"{keys}: presets {[p.name for p in best]} match equally; make one more specific")
+    return best[0]
 
 
 def by_name(presets: Sequence[Preset], name: str) -> Preset:
