@@ -62,7 +62,7 @@ def align_rows(name: str, ids: Sequence[Any], rows: Any, entities: pd.DataFrame)
         entities: The program's entity rows (:meth:`pslbridge.Bridge.entities`).
 
     Returns:
-        ``rows`` reordered (a numpy array, or the same type indexed by position).
+        ``rows`` as a numpy array, reordered.
 
     Raises:
         NeuralInputError: Ids and rows differ in number, an id repeats, or the ids are not exactly the program's
@@ -78,7 +78,7 @@ def align_rows(name: str, ids: Sequence[Any], rows: Any, entities: pd.DataFrame)
     """
     keys = [tuple(map(str, i)) if isinstance(i, (tuple, list)) else str(i) for i in ids]
     keys = [k[0] if isinstance(k, tuple) and len(k) == 1 and entities.shape[1] == 1 else k for k in keys]
-    array = rows if hasattr(rows, "shape") and hasattr(rows, "__getitem__") else np.asarray(rows)
+    array = np.asarray(rows)
     if len(keys) != len(array):
         raise NeuralInputError(f"{len(keys)} entity ids for {len(array)} rows", predicate=name)
     position = {}
