@@ -304,14 +304,94 @@ class NeuPSLModel(keras.Model):
         """Every network's predictions for its inputs."""
         return {name: self.networks[name](inputs[name], training=training) for name in self.predicates}
 
+    def compile(self, *args: Any, **kwargs: Any) -> None:
+        """Keras' ``compile``: ``optimizer=`` sets the networks' optimizer; the loss is PSL's.
+
+        A ``loss=`` or ``metrics=`` given here would be ignored (PSL's loss is chosen by ``NeuPSLModel(loss=...)``,
+        and metrics come from evaluation programs), so they raise a warning.
+
+        Examples:
+            >>> import keras, warnings
+            >>> model = NeuPSLModel({"Neural": keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])})
+            >>> with warnings.catch_warnings(record=True) as caught:
+            ...     warnings.simplefilter("always")
+            ...     model.compile(optimizer="adam", loss="mse")
+            >>> "ignored" in str(caught[0].message)
+            True
+        """
+        ignored = [name for name in ("loss", "metrics", "loss_weights", "weighted_metrics") if kwargs.get(name)]
+        if ignored:
+            warnings.warn(
+                f"NeuPSLModel.compile: {', '.join(ignored)} ignored; the loss is PSL's (NeuPSLModel(loss=...)), "
+                "and accuracy comes from model.infer on evaluation programs",
+                PslBridgeWarning,
+                stacklevel=2,
+            )
+            kwargs = {k: v for k, v in kwargs.items() if k not in ignored}
+        super().compile(*args, **kwargs)
+
     def fit(self, x: ProgramData | None = None, *args: Any, **kwargs: Any) -> Any:
-        """Keras' ``fit`` on a :class:`ProgramData` (one step per program; ``epochs``, ``callbacks``, ...)."""
+        """Keras' ``fit`` on a :class:`ProgramData` (one step per program; ``epochs``, ``callbacks``, ...).
+
+        Raises:
+            ConfigurationError: ``x`` is not a ProgramData, ``validation_data`` is given (evaluate on another
+                program with :meth:`infer`, e.g. in a callback), or learned rule weights would be shared by
+                programs whose rules differ.
+        """
         if not isinstance(x, ProgramData):
             raise ConfigurationError(f"NeuPSLModel.fit takes a ProgramData, got {type(x).__name__}")
+        if kwargs.get("validation_data") is not None or kwargs.get("validation_split"):
+            raise ConfigurationError(
+                "NeuPSLModel.fit does not take validation_data/validation_split: evaluate on a separate program with "
+                "model.infer(bridge, inputs) (for example in a keras.callbacks.LambdaCallback at each epoch end)"
+            )
+        if kwargs.get("batch_size") is not None:
+            warnings.warn(
+                "NeuPSLModel.fit: batch_size ignored; one Keras batch is one ground program (ProgramData)",
+                PslBridgeWarning,
+                stacklevel=2,
+            )
+            kwargs = {k: v for k, v in kwargs.items() if k != "batch_size"}
         if self.weight_optimizer is not None:
             _check_same_weighted_rules(x.bridges)
         self.data = x
         return super().fit(x, *args, **kwargs)
+
+    def evaluate(self, *args: Any, **kwargs: Any) -> Any:
+        """Not Keras' ``evaluate``: a NeuPSL model is evaluated by inference on a program of its own.
+
+        Raises:
+            ConfigurationError: Always; it names :meth:`infer`.
+
+        Examples:
+            >>> import keras
+            >>> NeuPSLModel({"Neural": keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])}).evaluate()
+            Traceback (most recent call last):
+            ...
+            pslbridge.errors.ConfigurationError: NeuPSLModel.evaluate: ...
+        """
+        raise ConfigurationError(
+            "NeuPSLModel.evaluate: evaluate with model.infer(bridge, inputs) on an evaluation program and read its "
+            "MAP state (e.g. result.argmax(...)); PSL's evaluators run with bridge.evaluate()"
+        )
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """Not Keras' whole-model ``save`` (a NeuPSL model is networks plus a PSL program).
+
+        Raises:
+            ConfigurationError: Always; it names :meth:`save_neupsl` (and ``save_weights`` for the networks).
+
+        Examples:
+            >>> import keras
+            >>> NeuPSLModel({"Neural": keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])}).save("m.keras")
+            Traceback (most recent call last):
+            ...
+            pslbridge.errors.ConfigurationError: NeuPSLModel.save: ...
+        """
+        raise ConfigurationError(
+            "NeuPSLModel.save: save the whole model with model.save_neupsl(path, bridge) (rules, rule weights, "
+            "declarations and networks; load_neupsl reads it), or only the networks' weights with save_weights"
+        )
 
     def train_step(self, data: Mapping[str, Any]) -> dict[str, Any]:
         """One program's step: forward, PSL's loss and gradients (one op), backward, the optimizer's update.

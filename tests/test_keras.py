@@ -293,3 +293,29 @@ def test_saving_with_another_models_bridge_is_refused(tmp_path):
         with pytest.raises(ConfigurationError, match=r"neural predicates \['Neural'\] are not this model's"):
             model.save_neupsl(tmp_path / "m.neupsl", other)
     assert not (tmp_path / "m.neupsl").exists()
+
+
+def test_neupsl_model_says_what_keras_arguments_it_ignores_or_refuses(tmp_path):
+    """compile(loss=, metrics=) and fit(batch_size=) were ignored without a word; evaluate(), validation_data and
+    the whole-model save ended in Keras' 'No loss to compute' or NotImplementedError."""
+    from pslbridge.errors import ConfigurationError
+
+    bridge, inputs = _program([(0, 1)], [7])
+    network = keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(10, activation="softmax")])
+    model = NeuPSLModel({"Neural": network})
+    with pytest.warns(PslBridgeWarning, match="loss, metrics ignored"):
+        model.compile(optimizer=keras.optimizers.Adam(0.05), loss="mse", metrics=["accuracy"])
+    data = ProgramData([(bridge, inputs)])
+    with pytest.warns(PslBridgeWarning, match="batch_size ignored"):
+        history = model.fit(data, epochs=1, verbose=0, batch_size=32)
+    assert len(history.history["loss"]) == 1
+    with pytest.raises(ConfigurationError, match="does not take validation_data"):
+        model.fit(data, epochs=1, verbose=0, validation_data=data)
+    with pytest.raises(ConfigurationError, match="model.infer"):
+        model.evaluate(data)
+    with pytest.raises(ConfigurationError, match="save_neupsl"):
+        model.save(tmp_path / "m.keras")
+    checkpoint = keras.callbacks.ModelCheckpoint(str(tmp_path / "m.keras"))  # whole-model checkpoints call save
+    with pytest.raises(ConfigurationError, match="save_neupsl"):
+        model.fit(data, epochs=1, verbose=0, callbacks=[checkpoint])
+    bridge.close()
