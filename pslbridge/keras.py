@@ -47,18 +47,16 @@ import numpy as np
 import tensorflow as tf
 
 from .bridge import Bridge
-from .errors import CheckpointError, ConfigurationError, NeuralInputError, PslBridgeWarning
+from .errors import ConfigurationError, PslBridgeWarning
 from .learning import WeightOptimizer
 from .losses import Loss
-from .model import ModelSpec, NeuralSpec, PredicateSpec
 from .neural_inputs import align_rows
 from .results import InferenceResult, find_key
+from .saved import NeuPSLPredictor, load_neupsl, manifest_of
 
-__all__ = ["ClassBalance", "NeuPSLModel", "NeuPSLPredictor", "ProgramData", "load_neupsl"]
+__all__ = ["ClassBalance", "NeuPSLModel", "NeuPSLPredictor", "ProgramData", "load_neupsl"]  # the last two: saved
 
 log = logging.getLogger(__name__)
-FORMAT = "pslbridge-neupsl"
-VERSION = 1
 
 
 @keras.saving.register_keras_serializable(package="pslbridge")
@@ -530,7 +528,7 @@ class NeuPSLModel(keras.Model):
                 f"save_neupsl: the bridge has {len(bridge.rule_weights)} weighted rules, the learned weights "
                 f"{len(self.rule_weights)}; pass a program of this model"
             )
-        manifest = _manifest(bridge, self.rule_weights if self.rule_weights is not None else bridge.rule_weights)
+        manifest = manifest_of(bridge, self.rule_weights if self.rule_weights is not None else bridge.rule_weights)
         with tempfile.TemporaryDirectory(prefix="pslbridge-save-") as tmp:
             files = {}
             for name, network in self.networks.items():
@@ -561,151 +559,3 @@ def _check_same_weighted_rules(bridges: Sequence[Bridge]) -> None:
             f"program {k} has {problem} than program 0; learned rule weights are shared by position, so every "
             "program must be built from the same rules in the same order"
         )
-
-
-def _manifest(bridge: Bridge, weights: np.ndarray) -> dict[str, Any]:
-    spec = bridge.spec
-    predicates = {}
-    for pred in spec.predicates.values():
-        entry: dict[str, Any] = {"arity": pred.arity, "types": pred.types, "closed": spec.is_closed(pred.name)}
-        if pred.neural is not None:
-            entry["class_size"] = pred.neural.class_size
-        if pred.function is not None:
-            entry["function"] = pred.function
-        predicates[pred.name] = entry
-    return {
-        "format": FORMAT,
-        "version": VERSION,
-        "rules": [r.text for r in spec.rules],
-        "predicates": predicates,
-        "options": dict(bridge.program.options),
-        "reasoner": bridge.reasoner,
-        "rule_weights": [float(w) for w in weights],
-    }
-
-
-class NeuPSLPredictor:
-    """A saved NeuPSL model, loaded: it grounds its rules for new entities and observations and predicts.
-
-    Build with :func:`load_neupsl`.
-
-    Attributes:
-        rules: The rules.
-        predicates: The predicate declarations (arity, types, closed, class size of neural ones).
-        rule_weights: The learned weights of the weighted rules.
-        networks: The Keras networks by neural predicate.
-
-    Examples:
-        >>> import tempfile, keras
-        >>> from pslbridge.examples.mnist_addition import add1_spec, digit_sum_rows, possible_digit_rows
-        >>> net = keras.Sequential([keras.Input((3,)), keras.layers.Dense(10, activation="softmax")])
-        >>> with Bridge(add1_spec([(0, 1)], sums=[3], phase="learn")) as b:
-        ...     path = NeuPSLModel({"Neural": net}).save_neupsl(Path(tempfile.mkdtemp()) / "add1.neupsl", b)
-        >>> predictor = load_neupsl(path)
-        >>> result = predictor.predict(
-        ...     {"Neural": np.eye(2, 3, dtype="float32")}, entities={"Neural": [7, 9]},
-        ...     observations={"ImageSumBlock": [(7, 9)], "DigitSum": digit_sum_rows(),
-        ...                   "PossibleDigits": possible_digit_rows()},
-        ...     targets={"ImageSum": [(7, 9, z) for z in range(19)]})
-        >>> len(result.argmax("ImageSum")), sorted(predictor.networks)
-        (1, ['Neural'])
-    """
-
-    def __init__(self, manifest: Mapping[str, Any], networks: Mapping[str, Any]) -> None:
-        self.manifest = dict(manifest)
-        self.rules = list(manifest["rules"])
-        self.predicates = dict(manifest["predicates"])
-        self.rule_weights = np.asarray(manifest["rule_weights"], dtype=np.float64)
-        self.networks = dict(networks)
-
-    def spec(
-        self,
-        entities: Mapping[str, Sequence[Any]],
-        observations: Mapping[str, Any] | None = None,
-        targets: Mapping[str, Any] | None = None,
-    ) -> ModelSpec:
-        """The model for new data: ``entities`` of each neural predicate (one per input row), the other data."""
-        preds = {
-            name: PredicateSpec(
-                name, d["arity"], list(d["types"]), neural=NeuralSpec(d["class_size"]) if "class_size" in d else None
-            )
-            for name, d in self.predicates.items()
-        }
-        neural_targets = {
-            name: [
-                (*(e if isinstance(e, (list, tuple)) else (e,)), str(c))
-                for e in rows
-                for c in range(preds[name].neural.class_size)
-            ]  # type: ignore[union-attr]
-            for name, rows in entities.items()
-        }
-        return ModelSpec.from_python(
-            rules=self.rules,
-            predicates=preds,
-            observations=observations or {},
-            targets={**(targets or {}), **neural_targets},
-            closed=[n for n, d in self.predicates.items() if d.get("closed") and "class_size" not in d],
-            options=self.manifest.get("options") or {},
-        )
-
-    def predict(
-        self,
-        inputs: Mapping[str, Any],
-        entities: Mapping[str, Sequence[Any]],
-        observations: Mapping[str, Any] | None = None,
-        targets: Mapping[str, Any] | None = None,
-        **bridge_kwargs: Any,
-    ) -> InferenceResult:
-        """Ground the rules for new data, run the networks on ``inputs`` and return the MAP state.
-
-        Args:
-            inputs: ``{neural predicate: network inputs}``, one row per entity.
-            entities: ``{neural predicate: entity ids}`` in input-row order.
-            observations: Observed rows per predicate (as :meth:`ModelSpec.from_python`).
-            targets: Target rows per predicate.
-            **bridge_kwargs: For :class:`pslbridge.Bridge` (e.g. ``functions=``).
-        """
-        spec = self.spec(entities, observations, targets)
-        with Bridge(spec, reasoner=self.manifest.get("reasoner", "admm"), **bridge_kwargs) as bridge:
-            bridge.rule_weights = self.rule_weights
-            predictions = {}
-            for name, network in self.networks.items():
-                ids = list(entities[name])
-                if len(ids) != len(inputs[name]):
-                    raise NeuralInputError(
-                        f"{len(inputs[name])} input rows for {len(ids)} entities: give one row per entity, in the "
-                        "order of entities=",
-                        predicate=name,
-                    )
-                probs = np.asarray(network(inputs[name], training=False))
-                predictions[name] = align_rows(name, ids, probs, bridge.entities(name))
-            return bridge.infer(predictions, reset=True)
-
-
-def load_neupsl(path: str | Path) -> NeuPSLPredictor:
-    """Load an artefact written by :meth:`NeuPSLModel.save_neupsl` (networks through Keras' safe loader).
-
-    Raises:
-        CheckpointError: Not such an artefact, or another version.
-
-    Examples:
-        >>> load_neupsl("no/such/file.neupsl")
-        Traceback (most recent call last):
-        ...
-        pslbridge.errors.CheckpointError: no/such/file.neupsl: cannot read the saved model: ...
-    """
-    path = Path(path)
-    try:
-        with zipfile.ZipFile(path) as archive, tempfile.TemporaryDirectory(prefix="pslbridge-load-") as tmp:
-            manifest = json.loads(archive.read("neupsl.json"))
-            if manifest.get("format") != FORMAT or manifest.get("version") != VERSION:
-                raise CheckpointError(f"not a pslbridge NeuPSL model of version {VERSION}", path=path)
-            networks = {}
-            for name, member in manifest["networks"].items():
-                target = archive.extract(member, tmp)
-                networks[name] = keras.models.load_model(target, safe_mode=True, compile=False)
-    except CheckpointError:
-        raise
-    except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
-        raise CheckpointError(f"cannot read the saved model: {exc}", path=path) from exc
-    return NeuPSLPredictor(manifest, networks)
