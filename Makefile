@@ -44,8 +44,8 @@ $(MNIST): | $(STAMP)
 # Both tiers and the documentation (what CI runs): the fast tier, the slow one (long end-to-end runs, the wheel
 # installed outside the checkout, benchmark smokes), then the docs site with warnings as errors.
 test: setup data
-	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
-	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m "not slow" --durations=10 $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m slow --durations=15 $(PYTEST_ARGS)
 	$(MAKE) docs
 
 # The fast tier alone (under 5 minutes on 2 cores; still trains one small model end to end).
