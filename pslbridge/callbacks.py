@@ -80,7 +80,7 @@ class BackupAndRestore(keras.callbacks.Callback):
         """Restore the newest readable checkpoint, if any, and make ``fit`` continue after its epoch."""
         model = self._neupsl_model()
         self.resumed_from = None
-        source = self._source()
+        source = checkpoints.resume_source(self.path)
         if source is None:
             return
         manifest, arrays = checkpoints.read(source)
@@ -146,13 +146,6 @@ class BackupAndRestore(keras.callbacks.Callback):
         if self.delete_at_end:
             for path in (self.path, checkpoints.previous(self.path)):
                 path.unlink(missing_ok=True)
-
-    def _source(self) -> Path | None:
-        """The checkpoint, or the one before it when a crash left only that (between two renames)."""
-        for path in (self.path, checkpoints.previous(self.path)):
-            if path.is_file():
-                return path
-        return None
 
     @staticmethod
     def _check(manifest: dict[str, Any], arrays: dict[str, np.ndarray], model: NeuPSLModel, path: Path) -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import logging
 import os
 import tempfile
 import zipfile
@@ -38,7 +39,9 @@ import numpy as np
 
 from .errors import CheckpointError
 
-__all__ = ["FORMAT", "VERSION", "check_path", "previous", "read", "write"]
+__all__ = ["FORMAT", "VERSION", "check_path", "previous", "read", "resume_source", "write"]
+
+log = logging.getLogger(__name__)
 
 FORMAT = "pslbridge-checkpoint"
 VERSION = 3
@@ -54,6 +57,23 @@ def previous(path: str | Path) -> Path:
     """
     path = Path(path)
     return path.with_name(path.name + ".prev")
+
+
+def resume_source(path: str | Path) -> Path | None:
+    """The checkpoint to resume from: ``path``, else ``<name>.prev`` (a crash between two renames), else None.
+
+    Examples:
+        >>> resume_source("no/such/run.ckpt") is None
+        True
+    """
+    path = Path(path)
+    if path.is_file():
+        return path
+    prev = previous(path)
+    if prev.is_file():
+        log.warning("%s is missing but %s exists (a crash while replacing it): resuming from that", path, prev)
+        return prev
+    return None
 
 
 def check_path(path: str | Path) -> Path:

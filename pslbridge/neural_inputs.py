@@ -170,12 +170,10 @@ def _align_frame(
 ) -> np.ndarray:
     if entities is None or classes is None:
         return frame.to_numpy()
-    keys: list[Any]
+    keys = entity_keys(entities)
     if entities.shape[1] == 1:
-        keys = entities.iloc[:, 0].astype(str).tolist()
         index = frame.index.astype(str)
     else:
-        keys = [tuple(map(str, row)) for row in entities.itertuples(index=False)]
         index = pd.MultiIndex.from_tuples([tuple(map(str, t)) for t in frame.index])
     lookup = pd.Series(np.arange(len(frame)), index=index)
     if lookup.index.has_duplicates:

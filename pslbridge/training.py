@@ -410,7 +410,7 @@ class Trainer:
         history, first_epoch = History(), 0
         if checkpoint is not None:
             checkpoint = checkpoints.check_path(checkpoint)
-            source = _resume_source(checkpoint) if resume else None
+            source = checkpoints.resume_source(checkpoint) if resume else None
             if source is not None:
                 done, history = self.load_checkpoint(source)
                 first_epoch = done + 1
@@ -490,18 +490,6 @@ class _Hooks:
     def train_end(self) -> None:
         if self.callbacks is not None:
             self.callbacks.on_train_end()
-
-
-def _resume_source(checkpoint: Path) -> Path | None:
-    if checkpoint.is_file():
-        return checkpoint
-    previous = checkpoints.previous(checkpoint)
-    if previous.is_file():
-        log.warning(
-            "%s is missing but %s exists (a crash while replacing it): resuming from that", checkpoint, previous
-        )
-        return previous
-    return None
 
 
 def _check_shared(batch: Batch, first: Batch, k: int) -> None:
