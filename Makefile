@@ -4,7 +4,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 JAR := jars/psl-runtime-2.4.0.jar
 STAMP := $(VENV)/.installed
-EXTRAS ?= dev,docs,tf,experiments,bench,ray
+EXTRAS ?= dev,docs,tf,jax,torch,experiments,bench,ray
+# Pinned versions of the optional backends (a CPU build of torch; see docs/guide/backends.md).
+CONSTRAINTS := .ci/constraints.txt
 PYTEST_ARGS ?=
 # Base seed of the reproduce-* targets. Seed 7 chose nothing for MNIST-Add1, the citation graphs or Visual Sudoku
 # (their defaults were chosen on validation data of seed 100), but it chose MNIST-Add2's decoding-temperature
@@ -28,8 +30,8 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-$(STAMP): pyproject.toml | $(VENV)/bin/python
-	$(PY) -m pip install --quiet -e ".[$(EXTRAS)]"
+$(STAMP): pyproject.toml $(CONSTRAINTS) | $(VENV)/bin/python
+	$(PY) -m pip install --quiet -c $(CONSTRAINTS) -e ".[$(EXTRAS)]"
 	touch $(STAMP)
 
 fetch-jars: $(JAR)

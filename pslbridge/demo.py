@@ -30,7 +30,9 @@ def _accuracies(model: Any, bridge: Any, inputs: np.ndarray, additions: Any, dig
     sums = np.full(additions.n_additions, -1)
     for row in predicted.itertuples(index=False):
         sums[pairs[(int(row.arg0), int(row.arg1))]] = int(row.arg2)
-    probs = np.asarray(model.networks["Neural"](inputs, training=False))
+    import keras
+
+    probs = keras.ops.convert_to_numpy(model.networks["Neural"](inputs, training=False))
     return {
         "digit_acc": 100 * float((probs.argmax(1) == digits).mean()),
         "sum_acc": 100 * float((sums == additions.sums).mean()),

@@ -3,9 +3,11 @@
 ``model.fit(ProgramData(...), epochs=...)`` trains the networks bound to neural predicates through the PSL
 program(s) with Keras' own machinery: its ``History``, progress bar and every standard callback
 (``EarlyStopping``, ``ModelCheckpoint``, ``TerminateOnNaN``, ``CSVLogger``, ``TensorBoard``, ``LambdaCallback``),
-with the batch hooks called every step. Each step runs each network's forward pass once: the predictions go into
-PSL inside the training graph (``tf.numpy_function``) and ``∂loss/∂prediction`` comes back as that op's gradient
-(``tf.custom_gradient``), so the tape's backward pass continues from the same forward computation.
+with the batch hooks called every step, on every Keras 3 backend that trains (``KERAS_BACKEND=tensorflow``, ``jax``
+or ``torch``). Each step runs each network's forward pass once: the predictions go into PSL as one op of the
+backend (:mod:`pslbridge.psl_op`) and ``∂loss/∂prediction`` comes back as that op's gradient, so the backend's own
+backward pass continues from the same forward computation. Keras' own ``train_step`` runs; PSL's loss is
+:meth:`NeuPSLModel.compute_loss`.
 
 One Keras "batch" is one ground program (a :class:`pslbridge.Bridge` with its entities' network inputs): several
 programs are mini-batches over one network per neural predicate, as :meth:`pslbridge.training.Trainer.batched`.
@@ -44,13 +46,13 @@ from typing import Any
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from .bridge import Bridge
-from .errors import ConfigurationError, PslBridgeWarning
-from .learning import WeightOptimizer
-from .losses import Loss
-from .neural_inputs import align_rows
+from .errors import ConfigurationError, NeuralInputError, PslBridgeWarning
+from .learning import WeightOptimizer, check_same_weighted_rules
+from .losses import Loss, check_loss
+from .neural_inputs import align_rows, check_range
+from .psl_op import backend_module, psl_step
 from .results import InferenceResult, find_key
 from .saved import NeuPSLPredictor, load_neupsl, manifest_of
 
@@ -285,13 +287,14 @@ class NeuPSLModel(keras.Model):
             raise ConfigurationError("NeuPSLModel needs at least one network")
         self.networks = dict(networks)
         self.predicates = list(self.networks)
-        self.psl_loss = loss
+        self.psl_loss = check_loss(loss)
         self.weight_optimizer = weights
         self.rule_weights: np.ndarray | None = None  # the learned weights (None: each program keeps its own)
         self.data: ProgramData | None = None
         self._trackers = {name: keras.metrics.Mean(name=name) for name in ("loss", "energy")}
         self.psl_times: list[float] = []  # seconds in PSL (learn_step) per training step, in order
         self._warned_nan = False
+        self._step_error: BaseException | None = None
 
     @property
     def metrics(self) -> list[Any]:
@@ -326,6 +329,16 @@ class NeuPSLModel(keras.Model):
                 stacklevel=2,
             )
             kwargs = {k: v for k, v in kwargs.items() if k not in ignored}
+        op = backend_module()  # refuses a backend that cannot train
+        if not op.COMPILES:
+            if kwargs.get("jit_compile") is True:
+                warnings.warn(
+                    f"NeuPSLModel.compile: jit_compile=True ignored on {keras.backend.backend()} (the PSL step runs "
+                    "on the host, which XLA cannot compile)",
+                    PslBridgeWarning,
+                    stacklevel=2,
+                )
+            kwargs["jit_compile"] = False
         super().compile(*args, **kwargs)
 
     def fit(self, x: ProgramData | None = None, *args: Any, **kwargs: Any) -> Any:
@@ -350,10 +363,16 @@ class NeuPSLModel(keras.Model):
                 stacklevel=2,
             )
             kwargs = {k: v for k, v in kwargs.items() if k != "batch_size"}
-        if self.weight_optimizer is not None:
-            _check_same_weighted_rules(x.bridges)
+        _preflight(self.networks, self.weight_optimizer, x)
         self.data = x
-        return super().fit(x, *args, **kwargs)
+        self._step_error = None
+        try:
+            return super().fit(x, *args, **kwargs)
+        except Exception as exc:
+            error, self._step_error = self._step_error, None
+            if error is None or error is exc:
+                raise
+            raise error.with_traceback(None) from None  # PSL's own error, not the backend's wrapper of it
 
     def evaluate(self, *args: Any, **kwargs: Any) -> Any:
         """Not Keras' ``evaluate``: a NeuPSL model is evaluated by inference on a program of its own.
@@ -391,47 +410,39 @@ class NeuPSLModel(keras.Model):
             "declarations and networks; load_neupsl reads it), or only the networks' weights with save_weights"
         )
 
-    def train_step(self, data: Mapping[str, Any]) -> dict[str, Any]:
-        """One program's step: forward, PSL's loss and gradients (one op), backward, the optimizer's update.
+    def compute_loss(
+        self,
+        x: Mapping[str, Any] | None = None,
+        y: Any = None,
+        y_pred: Mapping[str, Any] | None = None,
+        sample_weight: Any = None,
+        training: bool = True,
+    ) -> Any:
+        """PSL's loss for one program's predictions (one op; its gradient is PSL's) plus the networks' own losses.
 
-        The networks' own regularisation losses (Keras ``kernel_regularizer``, ``activity_regularizer``,
-        ``add_loss``) are added to PSL's loss, as Keras' own ``fit`` would add them.
+        Keras' ``train_step`` calls it on every backend. The networks' regularisation losses (Keras
+        ``kernel_regularizer``, ``activity_regularizer``, ``add_loss``) are added, as Keras' own ``compute_loss``
+        adds them; the ``loss`` and ``energy`` trackers are updated here.
         """
-        with tf.GradientTape() as tape:
-            predictions = self(data, training=True)
-            loss, energy = self._psl_step(data["program"], [predictions[n] for n in self.predicates])
-            if self.losses:
-                loss = loss + tf.add_n([tf.cast(extra, loss.dtype) for extra in self.losses])
-        variables = self.trainable_variables
-        grads = tape.gradient(loss, variables)
-        self.optimizer.apply_gradients([(g, v) for g, v in zip(grads, variables) if g is not None])
+        assert x is not None and y_pred is not None
+        loss, energy = psl_step(self._learn, x["program"], [y_pred[n] for n in self.predicates])
+        for extra in self.losses:
+            loss = loss + keras.ops.sum(keras.ops.cast(extra, "float32"))
         self._trackers["loss"].update_state(loss)
         self._trackers["energy"].update_state(energy)
-        return {name: tracker.result() for name, tracker in self._trackers.items()}
+        return loss
 
-    def _psl_step(self, program: Any, predictions: list[Any]) -> tuple[Any, Any]:
-        @tf.custom_gradient
-        def step(program: Any, *tensors: Any) -> Any:
-            outputs = tf.numpy_function(
-                self._learn, [program, *tensors], [tf.float32, tf.float32] + [tf.float32] * len(tensors)
-            )
-            loss, energy, grads = outputs[0], outputs[1], outputs[2:]
-            loss.set_shape(())
-            energy.set_shape(())
-            for grad, tensor in zip(grads, tensors):
-                grad.set_shape(tensor.shape)
+    def _learn(self, program: int, arrays: list[np.ndarray]) -> tuple[float, float, list[np.ndarray]]:
+        """The PSL side of a step (runs on the host, inside the backend's training function)."""
+        try:
+            return self._learn_program(program, arrays)
+        except Exception as exc:
+            self._step_error = exc  # fit re-raises it as itself, not as the backend's wrapper
+            raise
 
-            def backward(upstream_loss: Any, upstream_energy: Any) -> list[Any]:
-                return [None, *[upstream_loss * g for g in grads]]
-
-            return (loss, energy), backward
-
-        return step(program, *[tf.cast(p, tf.float32) for p in predictions])
-
-    def _learn(self, program: np.ndarray, *arrays: np.ndarray) -> list[np.ndarray]:
-        """The PSL side of a step (runs as numpy inside the training graph)."""
+    def _learn_program(self, program: int, arrays: list[np.ndarray]) -> tuple[float, float, list[np.ndarray]]:
         assert self.data is not None
-        bridge = self.data.bridges[int(program[0])]
+        bridge = self.data.bridges[program]
         if any(not np.isfinite(a).all() for a in arrays):
             if not self._warned_nan:
                 warnings.warn(
@@ -441,7 +452,7 @@ class NeuPSLModel(keras.Model):
                     stacklevel=2,
                 )
                 self._warned_nan = True
-            return [np.float32(np.nan), np.float32(np.nan), *[np.zeros_like(a, dtype=np.float32) for a in arrays]]
+            return float("nan"), float("nan"), [np.zeros_like(a, dtype=np.float32) for a in arrays]
         if self.weight_optimizer is not None and self.rule_weights is not None:
             bridge.rule_weights = self.rule_weights
         start = time.perf_counter()
@@ -457,7 +468,7 @@ class NeuPSLModel(keras.Model):
         grads = [
             result.neural_gradients[find_key(result.neural_gradients, n)].astype(np.float32) for n in self.predicates
         ]
-        return [np.float32(result.loss), np.float32(result.energy), *grads]
+        return float(result.loss), float(result.energy), grads
 
     def resume_at(self, epoch: int) -> None:
         """Make the coming ``fit`` start at ``epoch`` (what a resuming callback sets in ``on_train_begin``).
@@ -500,7 +511,9 @@ class NeuPSLModel(keras.Model):
         """
         if self.rule_weights is not None:
             bridge.rule_weights = self.rule_weights
-        predictions = {n: np.asarray(self.networks[n](inputs[n], training=False)) for n in self.predicates}
+        predictions = {
+            n: keras.ops.convert_to_numpy(self.networks[n](inputs[n], training=False)) for n in self.predicates
+        }
         return bridge.infer(predictions, **kwargs)
 
     def save_neupsl(self, path: str | Path, bridge: Bridge) -> Path:
@@ -543,19 +556,27 @@ class NeuPSLModel(keras.Model):
         return path
 
 
-def _check_same_weighted_rules(bridges: Sequence[Bridge]) -> None:
-    """Learned rule weights are one vector shared by position: every program must list the same rules in order."""
-    first = bridges[0].weighted_rules
-    for k, bridge in enumerate(bridges[1:], start=1):
-        rules = bridge.weighted_rules
-        if rules == first:
-            continue
-        if sorted(rules) == sorted(first):
-            problem = "the same weighted rules in another order"
-        else:
-            extra = sorted(set(rules) ^ set(first))
-            problem = f"other weighted rules ({len(rules)} against {len(first)}; e.g. {extra[0]!r})"
-        raise ConfigurationError(
-            f"program {k} has {problem} than program 0; learned rule weights are shared by position, so every "
-            "program must be built from the same rules in the same order"
-        )
+def _preflight(networks: Mapping[str, Any], weights: WeightOptimizer | None, data: ProgramData) -> None:
+    """What can be checked before the first step, as pslbridge's errors rather than the backend's."""
+    mine = {n.upper(): n for n in networks}
+    for k, bridge in enumerate(data.bridges):
+        theirs = set(bridge.neural_predicates)  # ClosedError for a closed program
+        if {n.upper() for n in theirs} != set(mine):
+            raise ConfigurationError(
+                f"program {k}'s neural predicates are {sorted(theirs)}, this model's networks "
+                f"{sorted(networks)}: key the networks by the program's neural predicates"
+            )
+    if weights is not None:
+        check_same_weighted_rules([b.weighted_rules for b in data.bridges])
+    bridge, inputs = data.bridges[0], data.inputs[0]
+    for name in networks:  # the networks on the first program, eagerly
+        output = networks[name](inputs[find_key(inputs, name)], training=False)
+        shape, expected = tuple(getattr(output, "shape", ())), bridge.neural_shape(name)
+        if not hasattr(output, "dtype") or shape != expected:
+            what = f"a {type(output).__name__}" if not hasattr(output, "dtype") else f"shape {shape}"
+            raise NeuralInputError(
+                f"the network gives {what} for program 0's inputs; it must give {expected} (one row of "
+                f"{expected[1]} probabilities per entity)",
+                predicate=name,
+            )
+        check_range(name, keras.ops.convert_to_numpy(output))

@@ -20,13 +20,14 @@ Examples:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .errors import ConfigurationError
 
-__all__ = ["EXTENSIONS", "WeightOptimizer"]
+__all__ = ["EXTENSIONS", "WeightOptimizer", "check_same_weighted_rules"]
 
 EXTENSIONS = ("mirror_descent", "projected_gradient", "none")
 _STRICT_EPSILON = 1e-8
@@ -61,6 +62,7 @@ class WeightOptimizer:
         log_regularization: Weight of ``-log w`` (default 1, PSL's default).
         entropy_regularization: Weight of ``w log w`` (default 10, PSL's default).
         steps_taken: Steps taken so far (drives the step-size schedule).
+        rule_count: How many weights its steps move (set by the first step; an optimizer serves one model).
 
     Examples:
         >>> WeightOptimizer.from_psl_options({"gradientdescent.stepsize": "0.5"}).step_size
@@ -77,6 +79,7 @@ class WeightOptimizer:
     log_regularization: float = 1.0
     entropy_regularization: float = 10.0
     steps_taken: int = field(default=0)
+    rule_count: int | None = field(default=None)
 
     def __post_init__(self) -> None:
         self.extension = str(self.extension).lower()
@@ -174,8 +177,26 @@ class WeightOptimizer:
 
         Returns:
             The new weights.
+
+        Raises:
+            ConfigurationError: The weights are of another number of rules than its earlier steps'.
+
+        Examples:
+            >>> opt = WeightOptimizer()
+            >>> _ = opt.step(np.array([0.5, 0.5]), np.zeros(2))
+            >>> opt.step(np.array([0.2, 0.3, 0.5]), np.zeros(3))
+            Traceback (most recent call last):
+            ...
+            pslbridge.errors.ConfigurationError: this WeightOptimizer has stepped the weights of 2 rules, ...
         """
         w = np.asarray(weights, dtype=np.float64)
+        if self.rule_count is None:
+            self.rule_count = len(w)
+        elif len(w) != self.rule_count:
+            raise ConfigurationError(
+                f"this WeightOptimizer has stepped the weights of {self.rule_count} rules, now it is given "
+                f"{len(w)}: its step-size schedule belongs to one model; give each model its own optimizer"
+            )
         grad = self.gradient(w, potentials)
         eta = self.current_step_size()
         if self.extension == "mirror_descent":
@@ -188,6 +209,38 @@ class WeightOptimizer:
             new = np.maximum(w - eta * grad, 0.0)
         self.steps_taken += 1
         return new.astype(np.float32).astype(np.float64)
+
+
+def check_same_weighted_rules(programs: Sequence[Sequence[str]]) -> None:
+    """Refuse programs whose weighted rules differ: learned rule weights are one vector shared by position.
+
+    Args:
+        programs: Each program's weighted rules, as text in order (:attr:`pslbridge.Bridge.weighted_rules`).
+
+    Raises:
+        ConfigurationError: A program lists other rules, or the same rules in another order, than program 0.
+
+    Examples:
+        >>> check_same_weighted_rules([["1: A(x) -> B(x)", "2: B(x) -> C(x)"]] * 2)
+        >>> check_same_weighted_rules([["1: A(x) -> B(x)", "2: B(x) -> C(x)"], ["2: B(x) -> C(x)", "1: A(x) -> B(x)"]])
+        Traceback (most recent call last):
+        ...
+        pslbridge.errors.ConfigurationError: program 1 has the same weighted rules in another order than program 0; ...
+    """
+    first = list(programs[0])
+    for k, rules in enumerate(programs[1:], start=1):
+        rules = list(rules)
+        if rules == first:
+            continue
+        if sorted(rules) == sorted(first):
+            problem = "the same weighted rules in another order"
+        else:
+            extra = sorted(set(rules) ^ set(first))
+            problem = f"other weighted rules ({len(rules)} against {len(first)}; e.g. {extra[0]!r})"
+        raise ConfigurationError(
+            f"program {k} has {problem} than program 0; learned rule weights are shared by position, so every "
+            "program must be built from the same rules in the same order"
+        )
 
 
 def _p_norm(vector: np.ndarray, p: float) -> float:

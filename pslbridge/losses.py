@@ -47,6 +47,7 @@ __all__ = [
     "SquaredError",
     "StepContext",
     "StructuredPerceptron",
+    "check_loss",
     "resolve_loss",
     "warn_without_truth",
 ]
@@ -503,6 +504,25 @@ LOSSES = {
 }
 
 
+def check_loss(loss: str | Loss) -> str | Loss:
+    """``loss`` itself when it names a loss (or is one), without building it (bilevel ones need a program's options).
+
+    Raises:
+        ConfigurationError: An unknown name or a value that is not a loss.
+
+    Examples:
+        >>> check_loss("BCE")
+        'BCE'
+        >>> check_loss("bogus")
+        Traceback (most recent call last):
+        ...
+        pslbridge.errors.ConfigurationError: loss must be one of [...] or a pslbridge.losses.Loss, got 'bogus'
+    """
+    if not isinstance(loss, Loss) and (not isinstance(loss, str) or loss.lower() not in LOSSES):
+        raise ConfigurationError(f"loss must be one of {sorted(LOSSES)} or a pslbridge.losses.Loss, got {loss!r}")
+    return loss
+
+
 def resolve_loss(loss: str | Loss, options: dict[str, Any] | None = None) -> Loss:
     """A loss object from a name (bilevel ones configured from PSL ``options``) or a :class:`Loss` itself.
 
@@ -513,11 +533,9 @@ def resolve_loss(loss: str | Loss, options: dict[str, Any] | None = None) -> Los
         >>> resolve_loss("squared_error", {"minimizer.proxruleweight": "0.5"}).proximity_weight
         0.5
     """
-    if isinstance(loss, Loss):
-        return loss
-    if not isinstance(loss, str) or loss.lower() not in LOSSES:
-        raise ConfigurationError(f"loss must be one of {sorted(LOSSES)} or a pslbridge.losses.Loss, got {loss!r}")
-    cls = LOSSES[loss.lower()]
+    if isinstance(check_loss(loss), Loss):
+        return loss  # type: ignore[return-value]
+    cls = LOSSES[loss.lower()]  # type: ignore[union-attr]
     if issubclass(cls, MinimizerLoss):
         return cls.from_psl_options(dict(options or {}))
     return cls()

@@ -21,6 +21,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from .errors import ConfigurationError
+
 __all__ = ["KerasNetwork", "Network", "TableNetwork", "as_network"]
 
 
@@ -111,11 +113,16 @@ class KerasNetwork:
     """
 
     def __init__(self, model: Any, inputs: Any, optimizer: Any = None, compiled: bool = True) -> None:
+        import keras
+
+        if keras.backend.backend() != "tensorflow":
+            raise ConfigurationError(
+                f"KerasNetwork (the Trainer's Keras adapter) runs on TensorFlow; Keras runs on "
+                f"{keras.backend.backend()!r}: train with pslbridge.keras.NeuPSLModel.fit, which runs on every backend"
+            )
         if optimizer is None:
             optimizer = getattr(model, "optimizer", None)
         if optimizer is None:
-            import keras
-
             optimizer = keras.optimizers.Adam(1e-3)
         self.model, self.inputs, self.optimizer, self.compiled = model, inputs, optimizer, compiled
         self._steps: tuple[Any, Any] | None = None

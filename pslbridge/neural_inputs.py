@@ -22,13 +22,15 @@ import pandas as pd
 
 from .errors import NeuralInputError
 
-__all__ = ["align_rows", "as_prediction_array", "entity_keys"]
+__all__ = ["align_rows", "as_prediction_array", "check_range", "entity_keys"]
 
 _TOLERANCE = 1e-6
 
 
 def _from_tensor(name: str, value: Any) -> Any:
     device = getattr(value, "device", None)
+    if callable(getattr(value, "detach", None)):  # a torch tensor: leave its graph, then read it
+        value = value.detach()
     if hasattr(value, "numpy") and callable(value.numpy):
         try:
             return value.numpy()
@@ -154,15 +156,32 @@ def as_prediction_array(
         raise NeuralInputError(
             f"values must be finite; got {array[row, col]} at row {row}, column {col}", predicate=name
         )
+    check_range(name, array)
     low, high = array.min(initial=0.0), array.max(initial=0.0)
-    if low < -_TOLERANCE or high > 1.0 + _TOLERANCE:
-        bad = np.argwhere((array < -_TOLERANCE) | (array > 1.0 + _TOLERANCE))[0]
-        raise NeuralInputError(
-            f"values must lie in [0, 1]; got {array[bad[0], bad[1]]} at row {bad[0]}, column {bad[1]}", predicate=name
-        )
     if low < 0.0 or high > 1.0:  # within the tolerance: clip (a new array; the input may be read-only)
         array = np.clip(array, 0.0, 1.0)
     return array
+
+
+def check_range(name: str, array: np.ndarray) -> None:
+    """Refuse probabilities outside [0, 1] (beyond a float32 rounding tolerance); NaN and infinity are not checked.
+
+    Raises:
+        NeuralInputError: The first value outside, with its row and column.
+
+    Examples:
+        >>> check_range("Digit", np.array([[0.2, 0.8]]))
+        >>> check_range("Digit", np.array([[0.2, 1.5]]))
+        Traceback (most recent call last):
+        ...
+        pslbridge.errors.NeuralInputError: neural predicate 'Digit': values must lie in [0, 1]; got 1.5 at row 0, ...
+    """
+    outside = (array < -_TOLERANCE) | (array > 1.0 + _TOLERANCE)
+    if outside.any():
+        row, col = np.argwhere(outside)[0]
+        raise NeuralInputError(
+            f"values must lie in [0, 1]; got {array[row, col]} at row {row}, column {col}", predicate=name
+        )
 
 
 def _align_frame(

@@ -158,7 +158,7 @@ class NeuPSLPredictor:
                         "order of entities=",
                         predicate=name,
                     )
-                probs = np.asarray(network(inputs[name], training=False))
+                probs = keras.ops.convert_to_numpy(network(inputs[name], training=False))
                 predictions[name] = align_rows(name, ids, probs, bridge.entities(name))
             return bridge.infer(predictions, reset=True)
 

@@ -7,6 +7,7 @@ and ``Bridge``. They run in the test session's one JVM.
 
 import doctest
 import importlib
+import importlib.util
 import inspect
 import pkgutil
 from pathlib import Path
@@ -36,6 +37,14 @@ SLOW = {
     "pslbridge.networks",
     "pslbridge.quiet",  # imports TensorFlow twice in fresh interpreters
     "pslbridge.training",
+}
+
+#: Modules of an optional backend: their examples need that package (skipped, with the reason, without it).
+OPTIONAL = {
+    "pslbridge.psl_op.jax": "jax",
+    "pslbridge.psl_op.tensorflow": "tensorflow",
+    "pslbridge.psl_op.torch": "torch",
+    "pslbridge.torch": "torch",
 }
 
 
@@ -89,6 +98,8 @@ def test_every_module_is_listed():
 @pytest.mark.parametrize("name", [pytest.param(m, marks=pytest.mark.slow) if m in SLOW else m for m in MODULES])
 def test_docstring_examples(name, shared, monkeypatch):
     monkeypatch.chdir(REPO)
+    if name in OPTIONAL:
+        pytest.importorskip(OPTIONAL[name], reason=f"{name} needs {OPTIONAL[name]}")
     module = importlib.import_module(name)
     finder = doctest.DocTestFinder()
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
@@ -100,6 +111,8 @@ def test_docstring_examples(name, shared, monkeypatch):
 
 
 def _public_objects(name: str) -> list[tuple[str, object]]:
+    if name in OPTIONAL and importlib.util.find_spec(OPTIONAL[name]) is None:
+        return []
     module = importlib.import_module(name)
     objects = []
     for attr in getattr(module, "__all__", []):
