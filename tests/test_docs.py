@@ -12,6 +12,8 @@ from conftest import REPO
 GUIDE = sorted((REPO / "docs").rglob("*.md"))
 #: Pages whose blocks train a network (the slow tier runs them).
 TRAINING = {"keras.md"}
+#: Pages whose blocks need optional packages (skipped, with the reason, without them).
+NEEDS = {"backends.md": ["jax", "torch"]}
 
 
 def python_blocks(path) -> list[str]:
@@ -34,6 +36,8 @@ def test_the_guide_has_runnable_pages():
     ],
 )
 def test_a_guide_page_runs_in_order_in_one_interpreter(page, tmp_path):
+    for package in NEEDS.get(page.name, []):
+        pytest.importorskip(package, reason=f"{page.name} needs {package}")
     code = "\n".join(python_blocks(page))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=600)
     assert proc.returncode == 0, f"{page.relative_to(REPO)} failed:\n{proc.stderr[-4000:]}"
