@@ -31,11 +31,14 @@ def _COMPILED(problem: str) -> list[str]:  # noqa: N802
     return ["--compiled", problem]
 
 
+#: pslbridge's step on every Keras backend (each against its own limit, beside the official loop).
+_BACKENDS = ["--backends", "tensorflow", "jax", "torch"]
+
 #: The stages of ``all``: (name, arguments, extra environment); full and ``--quick`` versions.
 FULL = [
     ("resident", ["--sizes", "1000", "10000", "--repeats", "5", "--runtime-repeats", "2"], {}),
-    ("steps", ["--problems", "add1-300", "--steps", "20", "--repeats", "5", *_BOTH("add1-300")], {}),
-    ("steps", ["--problems", "add1-3000", "--steps", "20", "--repeats", "3", "--compiled", "add1-3000"], {}),
+    ("steps", ["--problems", "add1-300", "--steps", "20", "--repeats", "5", *_BOTH("add1-300"), *_BACKENDS], {}),
+    ("steps", ["--problems", "add1-3000", "--steps", "20", "--repeats", "3", *_COMPILED("add1-3000"), *_BACKENDS], {}),
     ("steps", ["--problems", "add1-10000", "citeseer", "--steps", "10", "--repeats", "2", *_COMPILED("citeseer")], {}),
     ("accuracy", ["--problem", "add1-300", "--steps", "100", "--seeds", "0", "1", "2"], {}),
     ("build", ["--problems", "add1-1000", "add1-10000", "citeseer", "--repeats", "3"], {}),
@@ -49,7 +52,7 @@ FULL = [
 ]
 QUICK = [
     ("resident", ["--sizes", "300", "1000", "--repeats", "3", "--runtime-repeats", "1"], {}),
-    ("steps", ["--problems", "add1-300", "--steps", "10", "--repeats", "2", *_BOTH("add1-300")], {}),
+    ("steps", ["--problems", "add1-300", "--steps", "10", "--repeats", "2", *_BOTH("add1-300"), *_BACKENDS], {}),
     ("steps", ["--problems", "citeseer", "--steps", "5", "--repeats", "1"], {}),
     ("accuracy", ["--problem", "add1-300", "--steps", "30", "--seeds", "0", "1"], {}),
     ("build", ["--problems", "add1-1000", "citeseer", "--repeats", "1"], {}),

@@ -26,7 +26,10 @@ and backward passes). Peak RSS is the process tree's (java + Python server for t
 the largest pre-collection occupancy in the JVM's GC log.
 
 Run: ``python -m benchmarks steps --problems add1-300 add1-3000 --steps 20 --repeats 5``
-(needs the ``bench`` extra: pslpython 2.4.1). Writes ``steps-runs.csv``, ``steps.csv`` and ``steps.md``.
+(needs the ``bench`` extra: pslpython 2.4.1); ``--backends tensorflow jax torch`` runs pslbridge's step on each Keras
+backend (interleaved, each in its own process) and writes each one's step over its own limit (that backend's
+network step alone + ``learn_step`` alone, measured in the same process) to ``steps-backends.md``. Writes
+``steps-runs.csv``, ``steps.csv``, ``steps.md``, ``steps-backends.csv`` and ``steps-backends.md``.
 
 Example:
     >>> main(["--steps", "-1"])
@@ -75,8 +78,8 @@ _RUN_FIELDS = [
 ]
 
 
-def run_worker(request: dict[str, Any], timeout: float = 3600.0) -> dict[str, Any]:
-    """Run a :mod:`~benchmarks.worker` task in a fresh process; add its peak RSS and heap.
+def run_worker(request: dict[str, Any], timeout: float = 3600.0, backend: str | None = None) -> dict[str, Any]:
+    """Run a :mod:`~benchmarks.worker` task in a fresh process (on Keras ``backend``); add its peak RSS and heap.
 
     Raises:
         RuntimeError: The worker failed (its stderr tail is in the message).
@@ -86,6 +89,8 @@ def run_worker(request: dict[str, Any], timeout: float = 3600.0) -> dict[str, An
         env = dict(os.environ)
         env["PSLBRIDGE_JVM_ARGS"] = (env.get("PSLBRIDGE_JVM_ARGS", "") + " " + gc_log_flag(gc_log)).strip()
         env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+        if backend:
+            env["KERAS_BACKEND"] = backend
         run = run_tracked([sys.executable, "-m", "benchmarks.worker", json.dumps(request)], env=env, timeout=timeout)
         heap = gc_peak_heap_mb(gc_log)
     lines = [line for line in run.stdout.splitlines() if line.startswith("{")]
@@ -108,7 +113,13 @@ VARIANTS = {
 
 
 def run(
-    problem: str, steps: int, repeats: int, out: Path, trace: bool = False, compiled: bool = False
+    problem: str,
+    steps: int,
+    repeats: int,
+    out: Path,
+    trace: bool = False,
+    compiled: bool = False,
+    backends: tuple[str, ...] = ("tensorflow",),
 ) -> list[dict[str, Any]]:
     """Interleave the contenders ``repeats`` times on ``problem``; append runs and medians to the CSVs.
 
@@ -119,6 +130,8 @@ def run(
         out: Output folder.
         trace: Also run the official loop at PSL's TRACE log level (the paper configs' setting).
         compiled: Also run the official loop with a graph-compiled deep model.
+        backends: Keras backends pslbridge runs on (interleaved too); TensorFlow's rows are ``pslbridge``, the
+            others ``pslbridge-<backend>``, and each gets a row of ``steps-backends.md``.
 
     Returns:
         The summary rows (one per official variant), each with pslbridge's numbers and the ratio
@@ -128,7 +141,8 @@ def run(
     from .problems import load_problem
 
     spec_problem = load_problem(problem)
-    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in [*VARIANTS, "pslbridge"]}
+    ours_names = {b: "pslbridge" if b == "tensorflow" else f"pslbridge-{b}" for b in backends}
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in [*VARIANTS, "pslbridge", *ours_names.values()]}
     chosen = ["official"] + (["official-compiled"] if compiled else []) + (["official-TRACE"] if trace else [])
     for repeat in range(repeats):
         for name in chosen:
@@ -137,15 +151,16 @@ def run(
             result["epoch_s"] = result["step_s"]  # full batch: one gradient step (one prediction) per epoch
             result.pop("log")
             runs[name].append({"problem": problem, "contender": name, "repeat": repeat, **result})
-        ours = run_worker({"task": "steps", "problem": problem, "steps": steps + 2})
-        runs["pslbridge"].append({"problem": problem, "contender": "pslbridge", "repeat": repeat, **ours})
+        for backend, name in ours_names.items():
+            ours = run_worker({"task": "steps", "problem": problem, "steps": steps + 2}, backend=backend)
+            runs[name].append({"problem": problem, "contender": name, "repeat": repeat, **ours})
         for name in runs:
             if runs[name] and runs[name][-1]["repeat"] == repeat:
                 append_csv(out / "steps-runs.csv", runs[name][-1], _RUN_FIELDS)
                 print(json.dumps({k: _round(v) for k, v in runs[name][-1].items()}), flush=True)
     summary = []
     for name in VARIANTS:
-        if not runs[name]:
+        if not runs[name] or not runs["pslbridge"]:
             continue
         row = {"problem": problem, "official": name, "steps": steps + 2, "repeats": repeats}
         for side, rows in (("official", runs[name]), ("pslbridge", runs["pslbridge"])):
@@ -160,7 +175,18 @@ def run(
         row["step_over_limit"] = statistics.median(r["step_s"] / r["limit_s"] for r in runs["pslbridge"])
         append_csv(out / "steps.csv", row, list(row))
         summary.append(row)
-    write_table(out)
+    for backend, name in ours_names.items():
+        mine = runs[name]
+        row = {"problem": problem, "backend": backend, "steps": steps + 2, "repeats": repeats}
+        for key in ("step_s", "network_alone_s", "psl_alone_s", "limit_s", "psl_s"):
+            row[key] = _median(mine, key)
+        row["step_over_limit"] = statistics.median(r["step_s"] / r["limit_s"] for r in mine)
+        row["official_step_s"] = _median(runs["official"], "step_s")
+        row["official_over_step"] = row["official_step_s"] / row["step_s"]
+        append_csv(out / "steps-backends.csv", row, list(row))
+    if runs["pslbridge"]:
+        write_table(out)
+    write_backend_table(out)
     return summary
 
 
@@ -201,6 +227,39 @@ def write_table(out: Path) -> str:
     return text
 
 
+def write_backend_table(out: Path) -> str:
+    """Summarise ``steps-backends.csv`` into ``steps-backends.md``: each Keras backend's step against its limit.
+
+    Example:
+        >>> import tempfile
+        >>> out = Path(tempfile.mkdtemp())
+        >>> _ = (out / "steps-backends.csv").write_text(
+        ...     "problem,backend,steps,repeats,step_s,network_alone_s,psl_alone_s,limit_s,psl_s,step_over_limit,"
+        ...     "official_step_s,official_over_step" + chr(10) + "add1-300,jax,22,1,0.3,0.1,0.19,0.29,0.2,1.03,0.9,3.0")
+        >>> print(write_backend_table(out).splitlines()[2])
+        | add1-300 | jax | 22 | 0.300 | 0.290 (0.100 + 0.190) | 1.03x | 0.900 | 3.00x |
+    """
+    import csv
+
+    with open(out / "steps-backends.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    lines = [
+        "| problem | Keras backend | steps | pslbridge s/step | limit s/step (network alone + PSL alone) "
+        "| step / limit | official s/step (same run) | official / pslbridge |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        f = {k: float(v) for k, v in r.items() if k not in ("problem", "backend") and v not in ("", None)}
+        lines.append(
+            f"| {r['problem']} | {r['backend']} | {int(f['steps'])} | {f['step_s']:.3f} | {f['limit_s']:.3f} "
+            f"({f['network_alone_s']:.3f} + {f['psl_alone_s']:.3f}) | {f['step_over_limit']:.2f}x | "
+            f"{f['official_step_s']:.3f} | {f['official_over_step']:.2f}x |"
+        )
+    text = "\n".join(lines) + "\n"
+    (out / "steps-backends.md").write_text(text)
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks steps")
@@ -211,9 +270,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--compiled", nargs="*", default=[], help="problems that also get the official run with a compiled model"
     )
+    parser.add_argument(
+        "--backends",
+        nargs="+",
+        default=["tensorflow"],
+        choices=["tensorflow", "jax", "torch"],
+        help="Keras backends pslbridge's step runs on (each in its own process)",
+    )
     parser.add_argument("--out", type=Path, default=Path("out/bench"))
     args = parser.parse_args(argv)
     for problem in args.problems:
-        run(problem, args.steps, args.repeats, args.out, problem in args.trace, problem in args.compiled)
-    print((args.out / "steps.md").read_text())
+        run(
+            problem,
+            args.steps,
+            args.repeats,
+            args.out,
+            problem in args.trace,
+            problem in args.compiled,
+            tuple(args.backends),
+        )
+    for table in ("steps.md", "steps-backends.md"):
+        if (args.out / table).exists():
+            print((args.out / table).read_text())
     return 0

@@ -1,4 +1,5 @@
 import csv
+import importlib.util
 import sys
 
 import pytest
@@ -31,7 +32,8 @@ def test_official_step_benchmark_smoke(tmp_path):
         f"""
         from pathlib import Path
         from benchmarks import step_time
-        step_time.run("add1-6", steps=1, repeats=1, out=Path({str(tmp_path)!r}), compiled=True)
+        step_time.run("add1-6", steps=1, repeats=1, out=Path({str(tmp_path)!r}), compiled=True,
+                      backends={tuple(b for b in ("tensorflow", "jax", "torch") if importlib.util.find_spec(b))!r})
     """,
         timeout=600,
     )
@@ -42,9 +44,15 @@ def test_official_step_benchmark_smoke(tmp_path):
         assert float(row["official_step_s"]) > 0 and float(row["pslbridge_step_s"]) > 0
         # Both contenders load TensorFlow and a JVM: far above 100 MB each.
         assert float(row["official_peak_rss_mb"]) > 100 and float(row["pslbridge_peak_rss_mb"]) > 100
+    backends = [b for b in ("tensorflow", "jax", "torch") if importlib.util.find_spec(b)]
     runs = list(csv.DictReader(open(tmp_path / "steps-runs.csv")))
-    assert {r["contender"] for r in runs} == {"official", "official-compiled", "pslbridge"}
+    ours = {"pslbridge" if b == "tensorflow" else f"pslbridge-{b}" for b in backends}
+    assert {r["contender"] for r in runs} == {"official", "official-compiled", *ours}
     assert "official / pslbridge" in (tmp_path / "steps.md").read_text()
+    per_backend = list(csv.DictReader(open(tmp_path / "steps-backends.csv")))
+    assert [r["backend"] for r in per_backend] == backends
+    for row in per_backend:  # each backend's own limit, measured in its own process
+        assert 0 < float(row["network_alone_s"]) < float(row["limit_s"]) and float(row["step_over_limit"]) > 0
 
 
 @pytest.mark.slow
