@@ -248,7 +248,7 @@ def run_official(
         )
         env = dict(os.environ)
         env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
-        env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")])
+        env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH", "")])
         env["TF_CPP_MIN_LOG_LEVEL"] = "3"
         gc_log = Path(tmp) / "gc.log"
         marks = {

@@ -1,10 +1,12 @@
 import csv
 import importlib.util
+import os
+import subprocess
 import sys
 
 import pytest
 
-from conftest import run_python
+from conftest import REPO, run_python
 
 pytestmark = pytest.mark.subprocess
 
@@ -28,14 +30,18 @@ def test_resident_benchmark_smoke(tmp_path):
 def test_official_step_benchmark_smoke(tmp_path):
     pytest.importorskip("pslpython", reason="the official NeuPSL comparison needs the bench extra (pslpython)")
     pytest.importorskip("tensorflow")
-    proc = run_python(
-        f"""
-        from pathlib import Path
-        from benchmarks import step_time
-        step_time.run("add1-6", steps=1, repeats=1, out=Path({str(tmp_path)!r}), compiled=True,
-                      backends={tuple(b for b in ("tensorflow", "jax", "torch") if importlib.util.find_spec(b))!r})
-    """,
+    backends = [b for b in ("tensorflow", "jax", "torch") if importlib.util.find_spec(b)]
+    # As `make bench` runs it: from the repository root, nothing on PYTHONPATH (the official loop's deep-model
+    # server, started by Java, must still find the benchmarks package).
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    command = ["steps", "--problems", "add1-6", "--steps", "1", "--repeats", "1", "--compiled", "add1-6"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks", *command, "--backends", *backends, "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
         timeout=600,
+        cwd=REPO,
+        env=env,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = list(csv.DictReader(open(tmp_path / "steps.csv")))
@@ -44,7 +50,6 @@ def test_official_step_benchmark_smoke(tmp_path):
         assert float(row["official_step_s"]) > 0 and float(row["pslbridge_step_s"]) > 0
         # Both contenders load TensorFlow and a JVM: far above 100 MB each.
         assert float(row["official_peak_rss_mb"]) > 100 and float(row["pslbridge_peak_rss_mb"]) > 100
-    backends = [b for b in ("tensorflow", "jax", "torch") if importlib.util.find_spec(b)]
     runs = list(csv.DictReader(open(tmp_path / "steps-runs.csv")))
     ours = {"pslbridge" if b == "tensorflow" else f"pslbridge-{b}" for b in backends}
     assert {r["contender"] for r in runs} == {"official", "official-compiled", *ours}
