@@ -33,13 +33,9 @@ Examples:
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import tempfile
 import time
 import warnings
-import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -54,7 +50,7 @@ from .losses import Loss, check_loss
 from .neural_inputs import align_rows, check_range
 from .psl_op import backend_module, psl_step
 from .results import InferenceResult, find_key
-from .saved import NeuPSLPredictor, load_neupsl, manifest_of
+from .saved import NeuPSLPredictor, load_neupsl, manifest_of, write_archive
 
 __all__ = ["ClassBalance", "NeuPSLModel", "NeuPSLPredictor", "ProgramData", "load_neupsl"]  # the last two: saved
 
@@ -528,6 +524,7 @@ class NeuPSLModel(keras.Model):
 
         Raises:
             ConfigurationError: ``bridge`` is a program of another model (other neural predicates or rule count).
+            CheckpointError: ``path`` is a folder or cannot be written (an existing file is left as it was).
         """
         path = Path(path)
         neural = {n.upper() for n in bridge.neural_predicates}
@@ -542,17 +539,8 @@ class NeuPSLModel(keras.Model):
                 f"{len(self.rule_weights)}; pass a program of this model"
             )
         manifest = manifest_of(bridge, self.rule_weights if self.rule_weights is not None else bridge.rule_weights)
-        with tempfile.TemporaryDirectory(prefix="pslbridge-save-") as tmp:
-            files = {}
-            for name, network in self.networks.items():
-                files[name] = f"networks/{name}.keras"
-                network.save(os.path.join(tmp, f"{name}.keras"))
-            manifest["networks"] = files
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
-                archive.writestr("neupsl.json", json.dumps(manifest, indent=1))
-                for name, member in files.items():
-                    archive.write(os.path.join(tmp, f"{name}.keras"), member)
+        manifest["networks"] = {name: f"networks/{name}.keras" for name in self.networks}
+        write_archive(path, manifest, self.networks)
         return path
 
 

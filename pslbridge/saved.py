@@ -13,6 +13,7 @@ Examples:
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 import zipfile
 from collections.abc import Mapping, Sequence
@@ -28,7 +29,16 @@ from .model import ModelSpec, NeuralSpec, PredicateSpec
 from .neural_inputs import align_rows
 from .results import InferenceResult
 
-__all__ = ["FORMAT", "VERSION", "NeuPSLPredictor", "load_neupsl", "manifest_of"]
+__all__ = [
+    "FORMAT",
+    "MANIFEST_KEYS",
+    "VERSION",
+    "NeuPSLPredictor",
+    "check_manifest",
+    "load_neupsl",
+    "manifest_of",
+    "write_archive",
+]
 
 FORMAT = "pslbridge-neupsl"
 VERSION = 1
@@ -62,6 +72,64 @@ def manifest_of(bridge: Bridge, weights: np.ndarray) -> dict[str, Any]:
         "reasoner": bridge.reasoner,
         "rule_weights": [float(w) for w in weights],
     }
+
+
+#: What ``neupsl.json`` holds: each key's JSON type (checked on load, before anything is built from it).
+MANIFEST_KEYS = {
+    "format": str,
+    "version": int,
+    "rules": list,
+    "predicates": dict,
+    "options": dict,
+    "reasoner": str,
+    "rule_weights": list,
+    "networks": dict,
+}
+
+
+def check_manifest(manifest: Any, path: str | Path) -> None:
+    """Refuse a manifest that is not one :meth:`NeuPSLModel.save_neupsl` writes (edited, truncated, another tool's).
+
+    Raises:
+        CheckpointError: Naming the file and the first key, entry or value at fault.
+
+    Examples:
+        >>> check_manifest({"format": FORMAT, "version": VERSION}, "m.neupsl")
+        Traceback (most recent call last):
+        ...
+        pslbridge.errors.CheckpointError: m.neupsl: its neupsl.json lacks 'rules' (not a complete saved model)
+    """
+
+    def fail(message: str) -> None:
+        raise CheckpointError(message, path=path)
+
+    if not isinstance(manifest, dict):
+        fail(f"its neupsl.json holds a {type(manifest).__name__}, not an object")
+    if manifest.get("format") != FORMAT or manifest.get("version") != VERSION:
+        fail(f"not a pslbridge NeuPSL model of version {VERSION}")
+    for key, kind in MANIFEST_KEYS.items():
+        if key not in manifest:
+            fail(f"its neupsl.json lacks {key!r} (not a complete saved model)")
+        if not isinstance(manifest[key], kind):
+            fail(f"its neupsl.json has {key!r} as a {type(manifest[key]).__name__}, not a {kind.__name__}")
+    if not all(isinstance(rule, str) for rule in manifest["rules"]):
+        fail("its neupsl.json has a rule that is not text")
+    weights = manifest["rule_weights"]
+    if not all(isinstance(w, (int, float)) and not isinstance(w, bool) and 0 <= w < float("inf") for w in weights):
+        fail("its neupsl.json has a rule weight that is not a finite number >= 0")
+    for name, entry in manifest["predicates"].items():
+        arity = entry.get("arity") if isinstance(entry, dict) else None
+        if not isinstance(arity, int) or arity < 1 or not isinstance(entry.get("types"), list):
+            fail(f"its neupsl.json declares predicate {name!r} without an arity >= 1 and a list of types")
+        classes = entry.get("class_size")
+        if classes is not None and (not isinstance(classes, int) or classes < 1):
+            fail(f"its neupsl.json gives neural predicate {name!r} class size {classes!r}")
+    neural = {name for name, entry in manifest["predicates"].items() if "class_size" in entry}
+    if set(manifest["networks"]) != neural:
+        fail(f"its networks {sorted(manifest['networks'])} are not its neural predicates {sorted(neural)}")
+    for name, member in manifest["networks"].items():
+        if not isinstance(member, str) or not member.startswith("networks/") or ".." in member:
+            fail(f"its neupsl.json names network {name!r} as {member!r}, not a file under networks/")
 
 
 class NeuPSLPredictor:
@@ -163,6 +231,38 @@ class NeuPSLPredictor:
             return bridge.infer(predictions, reset=True)
 
 
+def write_archive(path: Path, manifest: Mapping[str, Any], networks: Mapping[str, Any]) -> None:
+    """Write the zip of a saved model atomically: a temporary file beside ``path``, renamed onto it when complete.
+
+    Raises:
+        CheckpointError: ``path`` is a folder or cannot be written (an existing file is left as it was).
+
+    Examples:
+        >>> write_archive(Path(tempfile.mkdtemp()), {}, {})
+        Traceback (most recent call last):
+        ...
+        pslbridge.errors.CheckpointError: ...: is a folder; give a file name such as 'model.neupsl'
+    """
+    if path.is_dir():
+        raise CheckpointError("is a folder; give a file name such as 'model.neupsl'", path=path)
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="pslbridge-save-") as tmp:
+            with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
+                archive.writestr("neupsl.json", json.dumps(manifest, indent=1))
+                for name, network in networks.items():
+                    local = os.path.join(tmp, f"{name}.keras")
+                    network.save(local)
+                    archive.write(local, manifest["networks"][name])
+        os.replace(partial, path)
+    except OSError as exc:
+        raise CheckpointError(f"cannot write the saved model: {exc.strerror or exc}", path=path) from exc
+    finally:
+        if partial.exists():
+            partial.unlink()
+
+
 def load_neupsl(path: str | Path) -> NeuPSLPredictor:
     """Load an artefact written by :meth:`NeuPSLModel.save_neupsl` (networks through Keras' safe loader).
 
@@ -179,12 +279,20 @@ def load_neupsl(path: str | Path) -> NeuPSLPredictor:
     try:
         with zipfile.ZipFile(path) as archive, tempfile.TemporaryDirectory(prefix="pslbridge-load-") as tmp:
             manifest = json.loads(archive.read("neupsl.json"))
-            if manifest.get("format") != FORMAT or manifest.get("version") != VERSION:
-                raise CheckpointError(f"not a pslbridge NeuPSL model of version {VERSION}", path=path)
+            check_manifest(manifest, path)
             networks = {}
             for name, member in manifest["networks"].items():
                 target = archive.extract(member, tmp)
-                networks[name] = keras.models.load_model(target, safe_mode=True, compile=False)
+                try:
+                    networks[name] = keras.models.load_model(target, safe_mode=True, compile=False)
+                except Exception as exc:  # noqa: BLE001 - Keras raises many kinds for a file it cannot read
+                    hint = (
+                        " (a custom layer must be registered with keras.saving.register_keras_serializable "
+                        "and imported before loading)"
+                        if "locate" in str(exc) or isinstance(exc, TypeError)
+                        else ""
+                    )
+                    raise CheckpointError(f"cannot load the network of {name!r}: {exc}{hint}", path=path) from exc
     except CheckpointError:
         raise
     except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
