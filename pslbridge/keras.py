@@ -45,7 +45,7 @@ import numpy as np
 
 from .bridge import Bridge
 from .errors import ConfigurationError, NeuralInputError, PslBridgeWarning
-from .learning import WeightOptimizer, check_same_weighted_rules
+from .learning import LearnedWeights, WeightOptimizer
 from .losses import Loss, check_loss
 from .neural_inputs import align_rows, check_range
 from .psl_op import backend_module, psl_step
@@ -285,12 +285,17 @@ class NeuPSLModel(keras.Model):
         self.predicates = list(self.networks)
         self.psl_loss = check_loss(loss)
         self.weight_optimizer = weights
-        self.rule_weights: np.ndarray | None = None  # the learned weights (None: each program keeps its own)
+        self.learned = LearnedWeights()  # learned rule weights by rule text (none learned: each program keeps its own)
         self.data: ProgramData | None = None
         self._trackers = {name: keras.metrics.Mean(name=name) for name in ("loss", "energy")}
         self.psl_times: list[float] = []  # seconds in PSL (learn_step) per training step, in order
         self._warned_nan = False
         self._step_error: BaseException | None = None
+
+    @property
+    def rule_weights(self) -> np.ndarray | None:
+        """The learned rule weights, in the first training program's rule order (None: none learned)."""
+        return self.learned.values
 
     @property
     def metrics(self) -> list[Any]:
@@ -359,7 +364,7 @@ class NeuPSLModel(keras.Model):
                 stacklevel=2,
             )
             kwargs = {k: v for k, v in kwargs.items() if k != "batch_size"}
-        _preflight(self.networks, self.weight_optimizer, x)
+        _preflight(self.networks, self.weight_optimizer, self.learned, x)
         self.data = x
         self._step_error = None
         try:
@@ -449,8 +454,8 @@ class NeuPSLModel(keras.Model):
                 )
                 self._warned_nan = True
             return float("nan"), float("nan"), [np.zeros_like(a, dtype=np.float32) for a in arrays]
-        if self.weight_optimizer is not None and self.rule_weights is not None:
-            bridge.rule_weights = self.rule_weights
+        if self.weight_optimizer is not None and self.learned.values is not None:
+            bridge.rule_weights = self.learned.for_program(bridge.weighted_rules)
         start = time.perf_counter()
         result = bridge.learn_step(
             dict(zip(self.predicates, arrays)),
@@ -460,7 +465,7 @@ class NeuPSLModel(keras.Model):
         )
         self.psl_times.append(time.perf_counter() - start)
         if self.weight_optimizer is not None:
-            self.rule_weights = result.rule_weights
+            self.learned.update(bridge.weighted_rules, result.rule_weights)
         grads = [
             result.neural_gradients[find_key(result.neural_gradients, n)].astype(np.float32) for n in self.predicates
         ]
@@ -486,7 +491,7 @@ class NeuPSLModel(keras.Model):
             >>> model.rule_weights.tolist()
             [0.5, 0.5]
         """
-        self.rule_weights = None if rule_weights is None else np.asarray(rule_weights).copy()
+        self.learned.values = None if rule_weights is None else np.asarray(rule_weights, dtype=np.float64).copy()
         if self.weight_optimizer is not None and weight_steps is not None:
             self.weight_optimizer.steps_taken = int(weight_steps)
 
@@ -505,8 +510,8 @@ class NeuPSLModel(keras.Model):
             ...     NeuPSLModel({"Neural": net}).infer(test, {"Neural": np.ones((2, 2))}).iterations > 0
             True
         """
-        if self.rule_weights is not None:
-            bridge.rule_weights = self.rule_weights
+        if self.learned.values is not None:
+            bridge.rule_weights = self.learned.for_program(bridge.weighted_rules)
         predictions = {
             n: keras.ops.convert_to_numpy(self.networks[n](inputs[n], training=False)) for n in self.predicates
         }
@@ -533,18 +538,16 @@ class NeuPSLModel(keras.Model):
                 f"save_neupsl: the bridge's neural predicates {sorted(bridge.neural_predicates)} are not this "
                 f"model's networks {sorted(self.networks)}; pass a program of this model"
             )
-        if self.rule_weights is not None and len(self.rule_weights) != len(bridge.rule_weights):
-            raise ConfigurationError(
-                f"save_neupsl: the bridge has {len(bridge.rule_weights)} weighted rules, the learned weights "
-                f"{len(self.rule_weights)}; pass a program of this model"
-            )
-        manifest = manifest_of(bridge, self.rule_weights if self.rule_weights is not None else bridge.rule_weights)
+        learned = self.learned.for_program(bridge.weighted_rules) if self.learned.values is not None else None
+        manifest = manifest_of(bridge, learned if learned is not None else bridge.rule_weights)
         manifest["networks"] = {name: f"networks/{name}.keras" for name in self.networks}
         write_archive(path, manifest, self.networks)
         return path
 
 
-def _preflight(networks: Mapping[str, Any], weights: WeightOptimizer | None, data: ProgramData) -> None:
+def _preflight(
+    networks: Mapping[str, Any], weights: WeightOptimizer | None, learned: LearnedWeights, data: ProgramData
+) -> None:
     """What can be checked before the first step, as pslbridge's errors rather than the backend's."""
     mine = {n.upper(): n for n in networks}
     for k, bridge in enumerate(data.bridges):
@@ -555,7 +558,8 @@ def _preflight(networks: Mapping[str, Any], weights: WeightOptimizer | None, dat
                 f"{sorted(networks)}: key the networks by the program's neural predicates"
             )
     if weights is not None:
-        check_same_weighted_rules([b.weighted_rules for b in data.bridges])
+        for k, bridge in enumerate(data.bridges):
+            learned.check(bridge.weighted_rules, k)
     bridge, inputs = data.bridges[0], data.inputs[0]
     for name in networks:  # the networks on the first program, eagerly
         output = networks[name](inputs[find_key(inputs, name)], training=False)

@@ -27,7 +27,7 @@ import numpy as np
 
 from .errors import ConfigurationError
 
-__all__ = ["EXTENSIONS", "WeightOptimizer", "check_same_weighted_rules"]
+__all__ = ["EXTENSIONS", "LearnedWeights", "WeightOptimizer", "rule_order"]
 
 EXTENSIONS = ("mirror_descent", "projected_gradient", "none")
 _STRICT_EPSILON = 1e-8
@@ -211,36 +211,82 @@ class WeightOptimizer:
         return new.astype(np.float32).astype(np.float64)
 
 
-def check_same_weighted_rules(programs: Sequence[Sequence[str]]) -> None:
-    """Refuse programs whose weighted rules differ: learned rule weights are one vector shared by position.
+def rule_order(reference: Sequence[str], rules: Sequence[str], program: int | str = "this program") -> np.ndarray:
+    """Where each of ``rules`` sits in ``reference``, matched by text (the k-th copy of a rule to the k-th).
 
     Args:
-        programs: Each program's weighted rules, as text in order (:attr:`pslbridge.Bridge.weighted_rules`).
+        reference: The weighted rules learned weights are kept for, in their order.
+        rules: A program's weighted rules (:attr:`pslbridge.Bridge.weighted_rules`).
+        program: How to name the program in an error.
+
+    Returns:
+        ``order`` with ``rules[i] == reference[order[i]]``.
 
     Raises:
-        ConfigurationError: A program lists other rules, or the same rules in another order, than program 0.
+        ConfigurationError: The program holds other weighted rules than ``reference`` (not only another order).
 
     Examples:
-        >>> check_same_weighted_rules([["1: A(x) -> B(x)", "2: B(x) -> C(x)"]] * 2)
-        >>> check_same_weighted_rules([["1: A(x) -> B(x)", "2: B(x) -> C(x)"], ["2: B(x) -> C(x)", "1: A(x) -> B(x)"]])
+        >>> rule_order(["1: A(x) -> B(x)", "2: B(x) -> C(x)"], ["2: B(x) -> C(x)", "1: A(x) -> B(x)"]).tolist()
+        [1, 0]
+        >>> rule_order(["1: A(x) -> B(x)"], ["1: A(x) -> C(x)"], program=1)
         Traceback (most recent call last):
         ...
-        pslbridge.errors.ConfigurationError: program 1 has the same weighted rules in another order than program 0; ...
+        pslbridge.errors.ConfigurationError: program 1 has other weighted rules than the first program ...
     """
-    first = list(programs[0])
-    for k, rules in enumerate(programs[1:], start=1):
-        rules = list(rules)
-        if rules == first:
-            continue
-        if sorted(rules) == sorted(first):
-            problem = "the same weighted rules in another order"
-        else:
-            extra = sorted(set(rules) ^ set(first))
-            problem = f"other weighted rules ({len(rules)} against {len(first)}; e.g. {extra[0]!r})"
+    if sorted(rules) != sorted(reference):
+        extra = sorted(set(rules) ^ set(reference)) or ["(the same rules, repeated another number of times)"]
+        name = f"program {program}" if isinstance(program, int) else program
         raise ConfigurationError(
-            f"program {k} has {problem} than program 0; learned rule weights are shared by position, so every "
-            "program must be built from the same rules in the same order"
+            f"{name} has other weighted rules than the first program ({len(rules)} against {len(reference)}; e.g. "
+            f"{extra[0]!r}); learned rule weights are matched to rules by their text, so every program must hold "
+            "the same weighted rules (in any order)"
         )
+    slots: dict[str, list[int]] = {}
+    for position, rule in enumerate(reference):
+        slots.setdefault(rule, []).append(position)
+    return np.array([slots[rule].pop(0) for rule in rules], dtype=np.int64)
+
+
+class LearnedWeights:
+    """Learned rule weights shared by programs, kept by rule text: each program gets them in its own order.
+
+    Attributes:
+        rules: The weighted rules the values are kept for (the first program's order; None until one is seen).
+        values: The learned weights in that order (None until a weight step was taken).
+
+    Examples:
+        >>> learned = LearnedWeights()
+        >>> learned.update(["1: A(x) -> B(x)", "2: B(x) -> C(x)"], np.array([0.3, 0.7]))
+        >>> learned.for_program(["2: B(x) -> C(x)", "1: A(x) -> B(x)"]).tolist()
+        [0.7, 0.3]
+    """
+
+    def __init__(self) -> None:
+        self.rules: list[str] | None = None
+        self.values: np.ndarray | None = None
+
+    def adopt(self, rules: Sequence[str]) -> None:
+        """Keep the weights for ``rules`` (in their order) unless rules were already adopted."""
+        if self.rules is None:
+            self.rules = list(rules)
+
+    def check(self, rules: Sequence[str], program: int | str = "this program") -> np.ndarray:
+        """The order of ``rules`` in the kept ones (see :func:`rule_order`); adopts ``rules`` if none are kept."""
+        self.adopt(rules)
+        assert self.rules is not None
+        return rule_order(self.rules, rules, program)
+
+    def for_program(self, rules: Sequence[str]) -> np.ndarray | None:
+        """The learned weights in the order of a program's ``rules`` (None before any weight step)."""
+        order = self.check(rules)
+        return None if self.values is None else self.values[order]
+
+    def update(self, rules: Sequence[str], weights: np.ndarray) -> None:
+        """Keep ``weights``, given in the order of a program's ``rules``."""
+        order = self.check(rules)
+        values = np.empty(len(order), dtype=np.float64)
+        values[order] = np.asarray(weights, dtype=np.float64)
+        self.values = values
 
 
 def _p_norm(vector: np.ndarray, p: float) -> float:

@@ -28,7 +28,7 @@ import torch
 
 from .bridge import Bridge
 from .errors import ConfigurationError
-from .learning import WeightOptimizer, check_same_weighted_rules
+from .learning import LearnedWeights, WeightOptimizer
 from .losses import Loss
 from .psl_op.torch import PSLStep
 from .results import InferenceResult, LearnResult, find_key
@@ -74,8 +74,8 @@ class PSLLoss(torch.nn.Module):
     """PSL's loss as a module: ``criterion(bridge, {predicate: tensor})`` for each program of a training loop.
 
     With ``weights=`` it learns the rule weights too: each call takes one rule-weight step and the learned
-    weights carry to the next program (every program must hold the same weighted rules in the same order) and to
-    :meth:`infer`.
+    weights carry to the next program (every program must hold the same weighted rules, in any order: they are
+    matched by text) and to :meth:`infer`.
 
     Args:
         loss: A loss of :meth:`pslbridge.Bridge.learn_step`.
@@ -83,7 +83,7 @@ class PSLLoss(torch.nn.Module):
 
     Attributes:
         last: The last call's :class:`~pslbridge.results.LearnResult` (energy, timings, rule weights).
-        rule_weights: The learned rule weights (None until a weight step was taken).
+        learned: The learned rule weights, kept by rule text (each program gets them in its own order).
 
     Examples:
         >>> from pslbridge.examples.mnist_addition import add1_spec
@@ -106,8 +106,12 @@ class PSLLoss(torch.nn.Module):
         self.loss = loss
         self.weights = weights
         self.last: LearnResult | None = None
-        self.rule_weights: np.ndarray | None = None
-        self._rules: list[str] | None = None
+        self.learned = LearnedWeights()
+
+    @property
+    def rule_weights(self) -> np.ndarray | None:
+        """The learned rule weights, in the first program's rule order (None until a weight step was taken)."""
+        return self.learned.values
 
     def forward(self, bridge: Bridge, predictions: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """PSL's loss on ``bridge`` (see :func:`psl_loss`); a rule-weight step too with ``weights=``.
@@ -126,12 +130,9 @@ class PSLLoss(torch.nn.Module):
                 raise ConfigurationError(f"predictions for {name!r} are a {type(tensor).__name__}, not a torch tensor")
             tensors.append(tensor)
         if self.weights is not None:
-            rules = bridge.weighted_rules
-            if self._rules is None:
-                self._rules = rules
-            check_same_weighted_rules([self._rules, rules])
-            if self.rule_weights is not None:
-                bridge.rule_weights = self.rule_weights
+            learned = self.learned.for_program(bridge.weighted_rules)  # refuses a program of other rules
+            if learned is not None:
+                bridge.rule_weights = learned
 
         def step(program: int, arrays: list[np.ndarray]) -> tuple[float, float, list[np.ndarray]]:
             result = bridge.learn_step(
@@ -142,7 +143,7 @@ class PSLLoss(torch.nn.Module):
             )
             self.last = result
             if self.weights is not None:
-                self.rule_weights = result.rule_weights
+                self.learned.update(bridge.weighted_rules, result.rule_weights)
             grads = result.neural_gradients
             return float(result.loss), float(result.energy), [grads[find_key(grads, n)] for n in names]
 
@@ -158,8 +159,8 @@ class PSLLoss(torch.nn.Module):
             ...     PSLLoss().infer(test, {"Neural": torch.full((2, 10), 0.1)}).iterations > 0
             True
         """
-        if self.rule_weights is not None:
-            bridge.rule_weights = self.rule_weights
+        if self.learned.values is not None:
+            bridge.rule_weights = self.learned.for_program(bridge.weighted_rules)
         return bridge.infer({n: _host(v) for n, v in predictions.items()}, **kwargs)
 
 
