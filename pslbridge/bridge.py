@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from .diagnostics import estimate_groundings
 from .errors import ConfigurationError, EngineError, NeuralInputError, PslBridgeWarning
 from .learning import WeightOptimizer
 from .losses import Loss, StepContext, resolve_loss, warn_without_truth
@@ -73,6 +74,32 @@ def close_all() -> int:
     return len(bridges)
 
 
+#: Estimated ground rules of one rule above which building a bridge warns (at a few hundred bytes of Java heap
+#: per ground rule, tens of GB).
+GROUNDING_WARNING = 5e7
+
+
+def _check_grounding_size(spec: ModelSpec, limit: float | None) -> None:
+    """Warn about (or, above ``limit``, refuse) rules estimated to ground into very many ground rules."""
+    if limit is not None and not (isinstance(limit, (int, float)) and limit > 0):
+        raise ConfigurationError(f"max_groundings must be a positive number or None, got {limit!r}")
+    estimates = estimate_groundings(spec)
+    for rule, estimate in zip(estimates["rule"], estimates["estimated_groundings"]):
+        if limit is not None and estimate > limit:
+            raise ConfigurationError(
+                f"rule {rule!r} is estimated to ground into {estimate:.3g} ground rules, above max_groundings="
+                f"{limit:.3g}; block it (e.g. a blocking predicate) or raise the limit"
+            )
+        if estimate > GROUNDING_WARNING:
+            warnings.warn(
+                f"rule {rule!r} is estimated to ground into {estimate:.3g} ground rules (pslbridge.diagnostics."
+                "estimate_groundings); grounding may take very long and exhaust the Java heap. Refuse such rules "
+                "with Bridge(..., max_groundings=...)",
+                PslBridgeWarning,
+                stacklevel=3,
+            )
+
+
 class Bridge(ProgramView):
     """A PSL model grounded once and kept resident; push neural predictions, get MAP states.
 
@@ -91,10 +118,17 @@ class Bridge(ProgramView):
             :mod:`pslbridge.reasoners` for how the dual-BCD ones compare with ADMM.
         functions: Python callables for the model's external functional predicates, by name: PSL calls
             ``fn(*arguments)`` (strings, as in the data) while grounding; each returns a number in [0, 1].
+        max_groundings: Refuse to ground a rule whose estimated ground rules
+            (:func:`pslbridge.diagnostics.estimate_groundings`) exceed this (None: no limit). Above
+            :data:`GROUNDING_WARNING` a warning names the rule and its estimate either way.
 
     Raises:
         ModelFileError: The model is malformed.
+        ConfigurationError: A rule's estimated groundings exceed ``max_groundings``.
         EngineError: PSL failed while grounding.
+
+    Warns:
+        PslBridgeWarning: A rule is estimated to ground into more than :data:`GROUNDING_WARNING` ground rules.
 
     Examples:
         >>> with Bridge("pslbridge/examples/simple-acquaintances/simple-acquaintances.json") as bridge:
@@ -111,6 +145,7 @@ class Bridge(ProgramView):
         options: Mapping[str, Any] | None = None,
         reasoner: str = "admm",
         functions: Mapping[str, Any] | None = None,
+        max_groundings: float | None = None,
     ) -> None:
         if not isinstance(model, (ModelSpec, str, Path)):
             raise ConfigurationError(
@@ -118,6 +153,7 @@ class Bridge(ProgramView):
                 f"{type(model).__name__}; build a model from Python objects with Bridge.from_python(...)"
             )
         spec = model if isinstance(model, ModelSpec) else load_model(model, data, phase=phase)
+        _check_grounding_size(spec, max_groundings)
         self._program: GroundProgram | None = GroundProgram(spec, dict(options or {}), reasoner, functions)
         self._pushed: set[str] = set()
         self._losses: dict[str, Loss] = {}

@@ -53,10 +53,22 @@ def _query_atoms(text: str) -> list[AtomRef]:
     return atoms
 
 
-def _distinct(rows: np.ndarray, columns: list[int]) -> int:
+def _distinct(rows: np.ndarray, columns: list[int], cache: dict[tuple[int, tuple[int, ...]], int] | None = None) -> int:
+    """Distinct value tuples of ``rows`` in ``columns`` (each column factorised to integer codes, then counted)."""
     if not columns or len(rows) == 0:
         return 1
-    return len({tuple(r) for r in rows[:, columns].tolist()})
+    key = (id(rows), tuple(columns))
+    if cache is not None and key in cache:
+        return cache[key]
+    codes = np.zeros(len(rows), dtype=np.int64)
+    for column in columns:
+        values, uniques = pd.factorize(rows[:, column])
+        codes = codes * (len(uniques) + 1) + values
+        codes = pd.factorize(codes)[0].astype(np.int64)  # keep the combined key small
+    count = int(codes.max()) + 1
+    if cache is not None:
+        cache[key] = count
+    return count
 
 
 def _estimate(rule: str, relations: dict[str, np.ndarray]) -> float:
@@ -67,6 +79,7 @@ def _estimate(rule: str, relations: dict[str, np.ndarray]) -> float:
     """
     size: float | None = None
     joined: list[tuple[np.ndarray, dict[str, int]]] = []
+    cache: dict[tuple[int, tuple[int, ...]], int] = {}
     for atom in _query_atoms(rule):
         rows = relations.get(atom.predicate.upper())
         if rows is None:
@@ -84,23 +97,28 @@ def _estimate(rule: str, relations: dict[str, np.ndarray]) -> float:
             size = float(len(selected))
         else:
             shared = [v for v in variables if any(v in cols for _, cols in joined)]
-            right = _distinct(selected, [variables[v] for v in shared])
-            size = size * len(selected) / max(_cover(shared, joined, size), right, 1.0)
+            right = _distinct(selected, [variables[v] for v in shared], cache)
+            size = size * len(selected) / max(_cover(shared, joined, size, cache), right, 1.0)
         joined.append((selected, variables))
         for v, p in variables.items():
             if args[p].startswith("+"):  # summed over: one ground rule per value of the other variables
-                size /= max(_cover([v], joined, size), 1.0)
+                size /= max(_cover([v], joined, size, cache), 1.0)
     return float(size or 0.0)
 
 
-def _cover(variables: list[str], joined: list[tuple[np.ndarray, dict[str, int]]], size: float) -> float:
+def _cover(
+    variables: list[str],
+    joined: list[tuple[np.ndarray, dict[str, int]]],
+    size: float,
+    cache: dict[tuple[int, tuple[int, ...]], int],
+) -> float:
     left, bound = list(variables), 1.0
     while left:
         rows, cols = max(joined, key=lambda item: sum(v in item[1] for v in left))
         covered = [v for v in left if v in cols]
         if not covered:
             break
-        bound *= _distinct(rows, [cols[v] for v in covered])
+        bound *= _distinct(rows, [cols[v] for v in covered], cache)
         left = [v for v in left if v not in covered]
     return min(size, bound)
 
