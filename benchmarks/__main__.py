@@ -7,9 +7,10 @@ minutes.
 
 Example:
     >>> main(["no-such-stage"])
-    Traceback (most recent call last):
-    ...
-    SystemExit: 2
+    2
+    >>> main(["--help"])  # doctest: +ELLIPSIS
+    usage: python -m benchmarks {all,resident,steps,...
+    0
 """
 
 import argparse
@@ -99,9 +100,15 @@ def run_all(out: Path, quick: bool, skip: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Dispatch to a benchmark (``resident`` when no name is given, for compatibility)."""
+    """Dispatch to a benchmark stage; ``--help`` (or nothing) lists the stages and runs none."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in COMMANDS:
+    usage = f"usage: python -m benchmarks {{{','.join(['all', *COMMANDS, 'report'])}}} [options]"
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage)
+        print("\nall: every stage, each in its own process, then report.md (what make bench runs; --quick for a")
+        print("smaller run); a stage's own options: python -m benchmarks <stage> --help")
+        return 0 if argv else 2
+    if argv[0] in COMMANDS:
         return COMMANDS[argv[0]](argv[1:])
     if argv and argv[0] == "report":
         parser = argparse.ArgumentParser(prog="python -m benchmarks report")
@@ -115,7 +122,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.add_argument("--out", type=Path, default=Path("out/bench"))
         args = parser.parse_args(argv[1:])
         return 1 if run_all(args.out, args.quick, args.skip) else 0
-    return resident.main(argv)
+    print(usage, file=sys.stderr)
+    print(f"error: no benchmark stage {argv[0]!r}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

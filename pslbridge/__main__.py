@@ -112,7 +112,7 @@ def _parse_defines(items: list[str]) -> dict[str, str]:
 
 
 def _check_output(path: str) -> Path:
-    """The output folder exists (or is created) and is writable; checked before any work."""
+    """The output folder exists (or is created) and is writable; checked once the model loaded, before inference."""
     folder = Path(path)
     if folder.exists() and not folder.is_dir():
         raise OSError(f"--output {path!r} exists and is not a folder")
@@ -127,9 +127,9 @@ def _cmd_infer(args: argparse.Namespace) -> int:
     from .bridge import Bridge
     from .results import psl_tsv
 
-    out_dir = _check_output(args.output) if args.output else None
     options = _parse_defines(args.define)
     with Bridge(args.model, args.data, phase=args.phase, options=options, reasoner=args.reasoner) as bridge:
+        out_dir = _check_output(args.output) if args.output else None  # after the model loaded, before solving
         if bridge.neural_predicates:
             raise PslBridgeError(
                 f"the model has neural predicates {bridge.neural_predicates}; their predictions come from "

@@ -85,3 +85,17 @@ def test_import_is_light():
         print("jpype" in sys.modules, "pslbridge.bridge" in sys.modules)
     """)
     assert proc.stdout.split() == ["False", "False"], proc.stderr
+
+
+def test_infer_creates_no_output_folder_for_a_model_that_is_missing(tmp_path):
+    proc = _cli("infer", str(tmp_path / "missing.json"), "--output", str(tmp_path / "out"))
+    assert proc.returncode == 1 and "file not found" in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_benchmarks_command_lists_its_stages_and_runs_none_without_a_name(capsys):
+    from benchmarks.__main__ import main
+
+    assert main(["--help"]) == 0 and "steps" in capsys.readouterr().out
+    assert main([]) == 2 and "usage" in capsys.readouterr().out
+    assert main(["no-such-stage"]) == 2 and "no benchmark stage 'no-such-stage'" in capsys.readouterr().err

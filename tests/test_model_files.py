@@ -139,3 +139,54 @@ def test_unreadable_file(tmp_path):
     path.write_bytes(b"\xff\xfe\x00garbage")
     with pytest.raises(ModelFileError, match="cannot read file"):
         load_model(path)
+
+
+def _acquaintances_copy(folder, rules_name="model.psl", data_name="model.data", bom=False):
+    """The simple-acquaintances CLI pair copied into ``folder`` under the given names (data paths made absolute)."""
+    import shutil
+
+    source = EXAMPLES / "simple-acquaintances"
+    rules = (source / "simple-acquaintances.psl").read_text()
+    (folder / rules_name).write_text(("\ufeff" if bom else "") + rules, encoding="utf-8")
+    shutil.copy(source / "simple-acquaintances.data", folder / data_name)
+    for txt in (source / "data").glob("*"):
+        (folder / "data").mkdir(exist_ok=True)
+        shutil.copy(txt, folder / "data" / txt.name)
+    return folder / rules_name
+
+
+def test_a_byte_order_mark_at_the_start_of_a_rule_file_is_not_a_syntax_error(tmp_path):
+    from pslbridge.model import load_model
+
+    plain = load_model(_acquaintances_copy(tmp_path))
+    (tmp_path / "bom").mkdir()
+    marked = load_model(_acquaintances_copy(tmp_path / "bom", bom=True))
+    assert [r.text for r in marked.rules] == [r.text for r in plain.rules]
+
+
+def test_a_psl_file_pairs_with_the_data_file_of_its_name_and_never_silently_with_another(tmp_path):
+    import warnings
+
+    from pslbridge import ModelFileError, PslBridgeWarning
+    from pslbridge.model import load_model
+
+    rules = _acquaintances_copy(tmp_path)
+    (tmp_path / "eval.data").write_text((tmp_path / "model.data").read_text())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(load_model(rules).rules) == 6  # model.data, although eval.data is there too
+    (tmp_path / "model.data").unlink()
+    with pytest.warns(PslBridgeWarning, match="using the folder's only .data file, eval.data"):
+        load_model(rules)
+    (tmp_path / "other.data").write_text("")
+    with pytest.raises(ModelFileError, match=r"no model\.data beside it \(the folder has eval\.data, other\.data\)"):
+        load_model(rules)
+
+
+def test_data_given_as_a_file_with_a_runtime_config_says_it_must_be_a_folder(tmp_path):
+    from pslbridge import ModelFileError
+    from pslbridge.model import load_model
+
+    config = EXAMPLES / "simple-acquaintances" / "simple-acquaintances.json"
+    with pytest.raises(ModelFileError, match="is a file .a .data file goes with a .psl rule file"):
+        load_model(config, EXAMPLES / "simple-acquaintances" / "simple-acquaintances.data")

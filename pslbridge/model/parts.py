@@ -214,7 +214,7 @@ def check_name(name: str, origin: str) -> str:
 
 def read_text(path: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8-sig")  # a byte-order mark (Windows editors) is not text
     except FileNotFoundError:
         raise ModelFileError(f"file not found (resolved to {path.resolve()})", path=path) from None
     except (OSError, UnicodeDecodeError) as exc:

@@ -61,6 +61,13 @@ def read_runtime_config(path: str | Path, phase: str = "infer", data_dir: str | 
         mark = getattr(exc, "problem_mark", None)
         raise ModelFileError(f"invalid YAML: {exc}", path=path, line=None if mark is None else mark.line + 1) from exc
     base = Path(data_dir) if data_dir is not None else path.parent
+    if data_dir is not None and not base.is_dir():
+        what = "a file" if base.exists() else "missing"
+        raise ModelFileError(
+            f"with a runtime config, data (--data) is the folder its data paths are resolved against; {base} is "
+            f"{what} (a .data file goes with a .psl rule file)",
+            path=path,
+        )
     return _RuntimeConfigReader(raw, path, base, phase).read()
 
 

@@ -335,6 +335,23 @@ class ModelSpec:
                 )
 
 
+def _data_file_of(rules: Path) -> Path:
+    """The ``.data`` file of a ``.psl`` file: the one of its name, else the folder's only one (with a warning)."""
+    same = rules.with_suffix(".data")
+    if same.is_file():
+        return same
+    candidates = sorted(rules.parent.glob("*.data"))
+    if len(candidates) != 1:
+        found = f" (the folder has {', '.join(c.name for c in candidates)})" if candidates else ""
+        raise ModelFileError(f"no {same.name} beside it{found}; pass its .data file (data=... or --data)", path=rules)
+    warnings.warn(
+        f"{rules}: no {same.name}; using the folder's only .data file, {candidates[0].name} (pass data=... to choose)",
+        PslBridgeWarning,
+        stacklevel=3,
+    )
+    return candidates[0]
+
+
 def load_model(path: str | Path, data: str | Path | None = None, *, phase: str = "infer") -> ModelSpec:
     """Load a model from files, choosing the reader by extension.
 
@@ -360,9 +377,6 @@ def load_model(path: str | Path, data: str | Path | None = None, *, phase: str =
         return ModelSpec.from_runtime_config(path, phase, data_dir=data)
     if suffix == ".psl":
         if data is None:
-            candidates = sorted(path.parent.glob("*.data"))
-            if len(candidates) != 1:
-                raise ModelFileError("a .psl rule file needs its .data file (pass data=...)", path=path)
-            data = candidates[0]
+            data = _data_file_of(path)
         return ModelSpec.from_cli_files(path, data, phase)
     raise ModelFileError("unknown model file type: expected .json, .yaml, .yml or .psl", path=path)
