@@ -20,6 +20,7 @@ Examples:
 from __future__ import annotations
 
 import logging
+import re
 import time
 import warnings
 import weakref
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from .diagnostics import estimate_groundings
 from .errors import ConfigurationError, EngineError, NeuralInputError, PslBridgeWarning
@@ -100,6 +102,22 @@ def _check_grounding_size(spec: ModelSpec, limit: float | None) -> None:
             )
 
 
+_WEIGHT = re.compile(r"^\s*([0-9.eE+-]+)\s*:")
+
+
+def _warn_all_zero_weights(spec: ModelSpec, grounded: np.ndarray) -> None:
+    """PSL (the jar too) grounds weighted rules that all have weight 0 with weight 1: say so."""
+    written = [_WEIGHT.match(rule.text) for rule in spec.rules]
+    weights = [float(m.group(1)) for m in written if m is not None]
+    if weights and all(w == 0 for w in weights) and len(grounded) and bool(np.all(grounded == 1.0)):
+        warnings.warn(
+            "every weighted rule has weight 0 in the model; PSL grounds them with weight 1 (as the jar does). "
+            "Set bridge.rule_weights to choose other weights",
+            PslBridgeWarning,
+            stacklevel=4,
+        )
+
+
 class Bridge(ProgramView):
     """A PSL model grounded once and kept resident; push neural predictions, get MAP states.
 
@@ -164,6 +182,8 @@ class Bridge(ProgramView):
             if not info.weighted and neural_names & predicates_in(rule.text)
         ]
         self._warned_constraints = False
+        self._solved = False  # evaluate() before any solve scores the initial values (warned)
+        _warn_all_zero_weights(spec, self._program.rule_weights)
         # Dropped without close(): the program is closed when the bridge is garbage-collected (not at exit, when
         # the JVM may already be gone).
         self._finalizer = weakref.finalize(self, _release, self._program)
@@ -251,6 +271,7 @@ class Bridge(ProgramView):
             self._check_pushed()
             t1 = time.perf_counter()
             stats = program.solve(reset=reset)
+            self._solved = True
             t2 = time.perf_counter()
             values = program.read_targets()
             t3 = time.perf_counter()
@@ -325,6 +346,7 @@ class Bridge(ProgramView):
             push_time = time.perf_counter() - t
             ctx = StepContext(program, reset=reset, potentials=potentials, constraint_learning=constraint_learning)
             out = chosen.step(ctx)
+            self._solved = True
             _check_finite(program, out)
             warn_without_truth(program, out)
             before = program.rule_weights
@@ -372,6 +394,9 @@ class Bridge(ProgramView):
     def objective(self) -> tuple[float, int]:
         """Weighted objective and violated constraints at the current atom values.
 
+        Raises:
+            NeuralInputError: A neural predicate has no predictions yet (as :meth:`infer`).
+
         Examples:
             >>> with Bridge("pslbridge/examples/simple-acquaintances/simple-acquaintances.json") as b:
             ...     before = b.objective()[1]   # the initial values violate the symmetry constraint
@@ -379,7 +404,32 @@ class Bridge(ProgramView):
             ...     before > 0, b.objective()[1]
             (True, 0)
         """
-        return self.program.objective()
+        with self.program.lock:
+            self._check_pushed()
+            return self.program.objective()
+
+    def evaluate(self) -> pd.DataFrame:
+        """The model's declared evaluations on the current values (:meth:`ProgramView.evaluate`).
+
+        Warns:
+            PslBridgeWarning: Nothing was solved yet, so the initial values are scored; run :meth:`infer` first.
+
+        Examples:
+            >>> import warnings
+            >>> with Bridge("pslbridge/examples/simple-acquaintances/simple-acquaintances.json") as b:
+            ...     with warnings.catch_warnings(record=True) as caught:
+            ...         warnings.simplefilter("always")
+            ...         _ = b.evaluate()
+            >>> "initial values" in str(caught[0].message)
+            True
+        """
+        if not self._solved:
+            warnings.warn(
+                "evaluate() before any infer() or learn_step() scores the atoms' initial values; run infer() first",
+                PslBridgeWarning,
+                stacklevel=2,
+            )
+        return super().evaluate()
 
     # -- lifecycle --------------------------------------------------------------------
 

@@ -18,12 +18,14 @@ Examples:
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from . import jvm
+from .errors import PslBridgeWarning
 from .model import ModelSpec
 from .program import GroundProgram
 from .rule_text import AtomRef, rule_atoms
@@ -198,6 +200,9 @@ def explain(program: GroundProgram, predicate: str, *args: Any) -> pd.DataFrame:
     Raises:
         KeyError: No such atom in the program.
 
+    Warns:
+        PslBridgeWarning: The atom is observed (no term moves it; the frame is empty).
+
     Examples:
         >>> import pslbridge
         >>> with pslbridge.Bridge("pslbridge/examples/simple-acquaintances/simple-acquaintances.json") as bridge:
@@ -209,6 +214,13 @@ def explain(program: GroundProgram, predicate: str, *args: Any) -> pd.DataFrame:
     index = program.atoms.index_of(predicate, tuple(args))
     if index < 0:
         raise KeyError(f"{predicate}{tuple(map(str, args))} is not an atom of this program")
+    if index >= program.rv_count:
+        warnings.warn(
+            f"{program.atoms.name(index)} is observed (value {float(program.atom_values()[index]):.4g}): PSL folds "
+            "observations into its terms as constants, so no term moves it and none is listed",
+            PslBridgeWarning,
+            stacklevel=3,
+        )
     with program.lock:
         terms = program.terms.of_atom(program.atom_values(), index, program.atoms.name)
         value = float(program.atom_values()[index])

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import warnings
 import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -24,7 +25,7 @@ import keras
 import numpy as np
 
 from .bridge import Bridge
-from .errors import CheckpointError, NeuralInputError
+from .errors import CheckpointError, NeuralInputError, PslBridgeWarning
 from .model import ModelSpec, NeuralSpec, PredicateSpec
 from .neural_inputs import align_rows
 from .results import InferenceResult
@@ -214,6 +215,13 @@ class NeuPSLPredictor:
             targets: Target rows per predicate.
             **bridge_kwargs: For :class:`pslbridge.Bridge` (e.g. ``functions=``).
         """
+        if not targets:
+            warnings.warn(
+                "predict without targets=: no atom of the model's other predicates is inferred, so the result holds "
+                "only the networks' own predictions; give targets={predicate: rows} for what to predict",
+                PslBridgeWarning,
+                stacklevel=2,
+            )
         spec = self.spec(entities, observations, targets)
         with Bridge(spec, reasoner=self.manifest.get("reasoner", "admm"), **bridge_kwargs) as bridge:
             bridge.rule_weights = self.rule_weights
@@ -226,7 +234,7 @@ class NeuPSLPredictor:
                         "order of entities=",
                         predicate=name,
                     )
-                probs = keras.ops.convert_to_numpy(network(inputs[name], training=False))
+                probs = keras.ops.convert_to_numpy(network(np.asarray(inputs[name]), training=False))
                 predictions[name] = align_rows(name, ids, probs, bridge.entities(name))
             return bridge.infer(predictions, reset=True)
 

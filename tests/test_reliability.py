@@ -374,3 +374,43 @@ def test_estimating_groundings_is_quick_next_to_grounding_itself():
     estimate = time.perf_counter() - t
     assert table["estimated_groundings"].max() >= 20_000 * 100  # each addition joins 10 x 10 digit pairs
     assert estimate < 2 * build + 1.0, f"estimate {estimate:.1f} s against building the spec {build:.1f} s"
+
+
+def test_the_smaller_round_3_cases_warn_or_refuse_instead_of_answering_silently(jvm_started):
+    """evaluate() before infer scored initial values, explain on an observed atom gave an empty frame without a
+    word, objective() before any push ran where infer refuses, all-zero weights became 1 silently."""
+    from pslbridge import PslBridgeWarning
+    from pslbridge.model import EvaluationSpec
+
+    spec = ModelSpec.from_python(
+        rules=["1: A(X) -> B(X) ^2", "1: !B(X) ^2"],
+        predicates={"A": 1, "B": 1},
+        observations={"A": [("x", 1.0), ("y", 0.0)]},
+        targets={"B": [("x",), ("y",)]},
+        truth={"B": [("x", 1.0), ("y", 0.0)]},
+    )
+    spec.predicates["B"].evaluations = [EvaluationSpec("DiscreteEvaluator")]
+    with Bridge(spec) as bridge:
+        with pytest.warns(PslBridgeWarning, match="initial values"):
+            bridge.evaluate()
+        bridge.infer()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            bridge.evaluate()  # after a solve: no warning
+        with pytest.warns(PslBridgeWarning, match=r"A\('x'\) is observed \(value 1\)"):
+            assert bridge.explain("A", "x").empty
+        assert not bridge.explain("B", "x").empty
+    with Bridge(add1_spec([(0, 1)])) as neural:
+        with pytest.raises(NeuralInputError, match="no predictions were given yet"):
+            neural.objective()
+        neural.push({"Neural": np.full((2, 10), 0.1)})
+        assert neural.objective()[0] >= 0
+    zero = ModelSpec.from_python(
+        rules=["0: A(X) -> B(X) ^2", "0.0: !B(X) ^2"],
+        predicates={"A": 1, "B": 1},
+        observations={"A": [("x", 1.0)]},
+        targets={"B": [("x",)]},
+    )
+    with pytest.warns(PslBridgeWarning, match="every weighted rule has weight 0.*weight 1"):
+        with Bridge(zero) as bridge:
+            assert bridge.rule_weights.tolist() == [1.0, 1.0]  # the jar's semantics, now said

@@ -6,6 +6,7 @@ import io
 import json
 import zipfile
 
+import numpy as np
 import pytest
 
 keras = pytest.importorskip("keras")
@@ -109,3 +110,20 @@ def test_a_network_with_an_unregistered_layer_says_how_to_register_it(saved):
     _rewrite(saved, change_member=unknown_layer)
     with pytest.raises(CheckpointError, match="register_keras_serializable"):
         load_neupsl(saved)
+
+
+def test_predict_without_targets_says_that_only_the_networks_predictions_come_back(saved):
+    from pslbridge import PslBridgeWarning
+    from pslbridge.examples.mnist_addition import digit_sum_rows, possible_digit_rows
+
+    with pytest.warns(PslBridgeWarning, match="predict without targets="):
+        result = load_neupsl(saved).predict(
+            {"Neural": np.eye(2, 3, dtype="float32")},
+            entities={"Neural": [7, 9]},
+            observations={
+                "ImageSumBlock": [(7, 9)],
+                "DigitSum": digit_sum_rows(),
+                "PossibleDigits": possible_digit_rows(),
+            },
+        )
+    assert "ImageSum" not in result.values
