@@ -34,7 +34,6 @@ Examples:
 from __future__ import annotations
 
 import logging
-import time
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -46,8 +45,9 @@ import numpy as np
 from .bridge import Bridge
 from .errors import ConfigurationError, NeuralInputError, PslBridgeWarning
 from .learning import LearnedWeights, WeightOptimizer
-from .losses import Loss, check_loss
+from .losses import Loss
 from .neural_inputs import align_rows, check_range
+from .program_steps import ProgramSteps
 from .psl_op import backend_module, psl_step
 from .results import InferenceResult, find_key
 from .saved import NeuPSLPredictor, load_neupsl, manifest_of, write_archive
@@ -283,13 +283,13 @@ class NeuPSLModel(keras.Model):
             raise ConfigurationError("NeuPSLModel needs at least one network")
         self.networks = dict(networks)
         self.predicates = list(self.networks)
-        self.psl_loss = check_loss(loss)
-        self.weight_optimizer = weights
-        self.learned = LearnedWeights()  # learned rule weights by rule text (none learned: each program keeps its own)
+        self.steps = ProgramSteps(self.predicates, loss, weights)  # the PSL side of each step
+        self.psl_loss, self.weight_optimizer = self.steps.loss, weights
+        self.learned = self.steps.learned  # learned rule weights by rule text (none learned: programs keep theirs)
+        self.psl_times = self.steps.times  # seconds in PSL (learn_step) per training step, in order
         self.data: ProgramData | None = None
+        self.eval_data: ProgramData | None = None
         self._trackers = {name: keras.metrics.Mean(name=name) for name in ("loss", "energy")}
-        self.psl_times: list[float] = []  # seconds in PSL (learn_step) per training step, in order
-        self._warned_nan = False
         self._step_error: BaseException | None = None
 
     @property
@@ -352,10 +352,16 @@ class NeuPSLModel(keras.Model):
         """
         if not isinstance(x, ProgramData):
             raise ConfigurationError(f"NeuPSLModel.fit takes a ProgramData, got {type(x).__name__}")
-        if kwargs.get("validation_data") is not None or kwargs.get("validation_split"):
+        validation = kwargs.get("validation_data")
+        if kwargs.get("validation_split"):
             raise ConfigurationError(
-                "NeuPSLModel.fit does not take validation_data/validation_split: evaluate on a separate program with "
-                "model.infer(bridge, inputs) (for example in a keras.callbacks.LambdaCallback at each epoch end)"
+                "NeuPSLModel.fit does not take validation_split (a program cannot be split by rows): give "
+                "validation_data=ProgramData([...]) of evaluation programs"
+            )
+        if validation is not None and not isinstance(validation, ProgramData):
+            raise ConfigurationError(
+                f"NeuPSLModel.fit: validation_data must be a ProgramData of evaluation programs, got "
+                f"{type(validation).__name__}"
             )
         if kwargs.get("batch_size") is not None:
             warnings.warn(
@@ -365,33 +371,51 @@ class NeuPSLModel(keras.Model):
             )
             kwargs = {k: v for k, v in kwargs.items() if k != "batch_size"}
         _preflight(self.networks, self.weight_optimizer, self.learned, x)
+        if validation is not None:
+            _preflight(self.networks, self.weight_optimizer, self.learned, validation)
         self.data = x
+        return self._reraising(super().fit, x, *args, **kwargs)
+
+    def _reraising(self, method: Any, *args: Any, **kwargs: Any) -> Any:
+        """Run Keras' ``fit``/``evaluate``; a PSL error inside a step comes out as itself."""
         self._step_error = None
         try:
-            return super().fit(x, *args, **kwargs)
+            return method(*args, **kwargs)
         except Exception as exc:
             error, self._step_error = self._step_error, None
             if error is None or error is exc:
                 raise
             raise error.with_traceback(None) from None  # PSL's own error, not the backend's wrapper of it
 
-    def evaluate(self, *args: Any, **kwargs: Any) -> Any:
-        """Not Keras' ``evaluate``: a NeuPSL model is evaluated by inference on a program of its own.
+    def evaluate(self, x: ProgramData | None = None, *args: Any, **kwargs: Any) -> Any:
+        """Keras' ``evaluate`` on a :class:`ProgramData` of evaluation programs: PSL's loss and energy, no update.
+
+        Each program's step is a ``learn_step`` at the networks' predictions in inference mode, with the learned
+        rule weights and no rule-weight step; the programs need labels (``phase="learn"``). ``fit`` calls it for
+        ``validation_data``. MAP states and accuracies come from :meth:`infer`.
 
         Raises:
-            ConfigurationError: Always; it names :meth:`infer`.
+            ConfigurationError: ``x`` is not a ProgramData, or its programs do not fit this model.
 
         Examples:
             >>> import keras
-            >>> NeuPSLModel({"Neural": keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])}).evaluate()
-            Traceback (most recent call last):
-            ...
-            pslbridge.errors.ConfigurationError: NeuPSLModel.evaluate: ...
+            >>> from pslbridge.examples.mnist_addition import add1_spec
+            >>> net = keras.Sequential([keras.Input((4,)), keras.layers.Dense(10, activation="softmax")])
+            >>> model = NeuPSLModel({"Neural": net})
+            >>> model.compile(optimizer="adam")
+            >>> with Bridge(add1_spec([(0, 1)], sums=[7], phase="learn")) as held_out:
+            ...     logs = model.evaluate(ProgramData([(held_out, {"Neural": np.eye(2, 4)})]), verbose=0,
+            ...                           return_dict=True)
+            >>> sorted(logs), logs["loss"] > 0
+            (['energy', 'loss'], True)
         """
-        raise ConfigurationError(
-            "NeuPSLModel.evaluate: evaluate with model.infer(bridge, inputs) on an evaluation program and read its "
-            "MAP state (e.g. result.argmax(...)); PSL's evaluators run with bridge.evaluate()"
-        )
+        if not isinstance(x, ProgramData):
+            raise ConfigurationError(f"NeuPSLModel.evaluate takes a ProgramData, got {type(x).__name__}")
+        _preflight(self.networks, self.weight_optimizer, self.learned, x)
+        self.eval_data = x
+        if kwargs.get("_use_cached_eval_dataset"):  # fit's validation: Keras evaluates its cached iterator
+            return super().evaluate(x, *args, **kwargs)
+        return self._reraising(super().evaluate, x, *args, **kwargs)
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         """Not Keras' whole-model ``save`` (a NeuPSL model is networks plus a PSL program).
@@ -421,12 +445,14 @@ class NeuPSLModel(keras.Model):
     ) -> Any:
         """PSL's loss for one program's predictions (one op; its gradient is PSL's) plus the networks' own losses.
 
-        Keras' ``train_step`` calls it on every backend. The networks' regularisation losses (Keras
-        ``kernel_regularizer``, ``activity_regularizer``, ``add_loss``) are added, as Keras' own ``compute_loss``
-        adds them; the ``loss`` and ``energy`` trackers are updated here.
+        Keras' ``train_step`` (a training program of ``fit``'s data) and ``test_step`` (an evaluation program of
+        :meth:`evaluate` or ``validation_data``; no rule-weight step) call it on every backend. The networks'
+        regularisation losses (Keras ``kernel_regularizer``, ``activity_regularizer``, ``add_loss``) are added,
+        as Keras' own ``compute_loss`` adds them; the ``loss`` and ``energy`` trackers are updated here.
         """
         assert x is not None and y_pred is not None
-        loss, energy = psl_step(self._learn, x["program"], [y_pred[n] for n in self.predicates])
+        step = self._learn if training else self._evaluate
+        loss, energy = psl_step(step, x["program"], [y_pred[n] for n in self.predicates])
         for extra in self.losses:
             loss = loss + keras.ops.sum(keras.ops.cast(extra, "float32"))
         self._trackers["loss"].update_state(loss)
@@ -434,42 +460,23 @@ class NeuPSLModel(keras.Model):
         return loss
 
     def _learn(self, program: int, arrays: list[np.ndarray]) -> tuple[float, float, list[np.ndarray]]:
-        """The PSL side of a step (runs on the host, inside the backend's training function)."""
-        try:
-            return self._learn_program(program, arrays)
-        except Exception as exc:
-            self._step_error = exc  # fit re-raises it as itself, not as the backend's wrapper
-            raise
-
-    def _learn_program(self, program: int, arrays: list[np.ndarray]) -> tuple[float, float, list[np.ndarray]]:
+        """The PSL side of a training step (runs on the host, inside the backend's training function)."""
         assert self.data is not None
-        bridge = self.data.bridges[program]
-        if any(not np.isfinite(a).all() for a in arrays):
-            if not self._warned_nan:
-                warnings.warn(
-                    "a network predicted NaN or infinity: the step's loss is NaN and nothing is updated "
-                    "(keras.callbacks.TerminateOnNaN stops there)",
-                    PslBridgeWarning,
-                    stacklevel=2,
-                )
-                self._warned_nan = True
-            return float("nan"), float("nan"), [np.zeros_like(a, dtype=np.float32) for a in arrays]
-        if self.weight_optimizer is not None and self.learned.values is not None:
-            bridge.rule_weights = self.learned.for_program(bridge.weighted_rules)
-        start = time.perf_counter()
-        result = bridge.learn_step(
-            dict(zip(self.predicates, arrays)),
-            loss=self.psl_loss,
-            weights=self.weight_optimizer,
-            potentials=self.weight_optimizer is not None or self.psl_loss != "energy",
-        )
-        self.psl_times.append(time.perf_counter() - start)
-        if self.weight_optimizer is not None:
-            self.learned.update(bridge.weighted_rules, result.rule_weights)
-        grads = [
-            result.neural_gradients[find_key(result.neural_gradients, n)].astype(np.float32) for n in self.predicates
-        ]
-        return float(result.loss), float(result.energy), grads
+        return self._host(self.data, program, arrays, training=True)
+
+    def _evaluate(self, program: int, arrays: list[np.ndarray]) -> tuple[float, float, list[np.ndarray]]:
+        """The PSL side of an evaluation step (no rule-weight step)."""
+        assert self.eval_data is not None
+        return self._host(self.eval_data, program, arrays, training=False)
+
+    def _host(
+        self, data: ProgramData, program: int, arrays: list[np.ndarray], training: bool
+    ) -> tuple[float, float, list[np.ndarray]]:
+        try:
+            return self.steps.step(data.bridges[program], arrays, training=training)
+        except Exception as exc:
+            self._step_error = exc  # fit and evaluate re-raise it as itself, not as the backend's wrapper
+            raise
 
     def resume_at(self, epoch: int) -> None:
         """Make the coming ``fit`` start at ``epoch`` (what a resuming callback sets in ``on_train_begin``).

@@ -28,10 +28,11 @@ import torch
 
 from .bridge import Bridge
 from .errors import ConfigurationError
-from .learning import LearnedWeights, WeightOptimizer
+from .learning import WeightOptimizer
 from .losses import Loss
+from .program_steps import ProgramSteps
 from .psl_op.torch import PSLStep
-from .results import InferenceResult, LearnResult, find_key
+from .results import InferenceResult, LearnResult
 
 __all__ = ["PSLLoss", "psl_loss"]
 
@@ -82,7 +83,6 @@ class PSLLoss(torch.nn.Module):
         weights: A :class:`~pslbridge.learning.WeightOptimizer` (None: the rule weights stay as they are).
 
     Attributes:
-        last: The last call's :class:`~pslbridge.results.LearnResult` (energy, timings, rule weights).
         learned: The learned rule weights, kept by rule text (each program gets them in its own order).
 
     Examples:
@@ -103,10 +103,13 @@ class PSLLoss(torch.nn.Module):
 
     def __init__(self, loss: str | Loss = "energy", weights: WeightOptimizer | None = None) -> None:
         super().__init__()
-        self.loss = loss
-        self.weights = weights
-        self.last: LearnResult | None = None
-        self.learned = LearnedWeights()
+        self.steps = ProgramSteps([], loss, weights)  # the PSL side of each call
+        self.loss, self.weights, self.learned = self.steps.loss, weights, self.steps.learned
+
+    @property
+    def last(self) -> LearnResult | None:
+        """The last call's :class:`~pslbridge.results.LearnResult` (None before one, or after NaN predictions)."""
+        return self.steps.last
 
     @property
     def rule_weights(self) -> np.ndarray | None:
@@ -129,25 +132,8 @@ class PSLLoss(torch.nn.Module):
             if not isinstance(tensor, torch.Tensor):
                 raise ConfigurationError(f"predictions for {name!r} are a {type(tensor).__name__}, not a torch tensor")
             tensors.append(tensor)
-        if self.weights is not None:
-            learned = self.learned.for_program(bridge.weighted_rules)  # refuses a program of other rules
-            if learned is not None:
-                bridge.rule_weights = learned
-
-        def step(program: int, arrays: list[np.ndarray]) -> tuple[float, float, list[np.ndarray]]:
-            result = bridge.learn_step(
-                dict(zip(names, arrays)),
-                loss=self.loss,
-                weights=self.weights,
-                potentials=self.weights is not None or self.loss != "energy",
-            )
-            self.last = result
-            if self.weights is not None:
-                self.learned.update(bridge.weighted_rules, result.rule_weights)
-            grads = result.neural_gradients
-            return float(result.loss), float(result.energy), [grads[find_key(grads, n)] for n in names]
-
-        loss, _energy = PSLStep.apply(step, 0, *tensors)
+        self.steps.predicates = names
+        loss, _energy = PSLStep.apply(lambda program, arrays: self.steps.step(bridge, arrays), 0, *tensors)
         return loss
 
     def infer(self, bridge: Bridge, predictions: Mapping[str, Any], **kwargs: Any) -> InferenceResult:

@@ -96,11 +96,17 @@ def short_training(out: Path) -> dict:
         for h, half in enumerate(halves)
     ]
     data = ProgramData([(b, {"Neural": images[20 * h : 20 * h + 20]}) for h, b in enumerate(bridges)], passes=3)
-    history = model.fit(data, epochs=6, verbose=0, callbacks=[counter])
+    held = ProgramData([(bridges[1], {"Neural": images[20:40]})])
+    history = model.fit(data, epochs=6, verbose=0, callbacks=[counter], validation_data=held)
     saved = model.save_neupsl(out / f"{keras.backend.backend()}.neupsl", bridges[0])
     for b in bridges:
         b.close()
-    return {"loss": history.history["loss"], "callbacks": counts, "saved": str(saved)}
+    return {
+        "loss": history.history["loss"],
+        "val_loss": history.history["val_loss"],
+        "callbacks": counts,
+        "saved": str(saved),
+    }
 
 
 def map_values(path: str) -> np.ndarray:

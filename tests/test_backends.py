@@ -69,6 +69,7 @@ def test_a_short_training_run_lowers_the_loss_and_calls_the_callbacks(probes, ba
     training = probes[backend]["report"]["training"]
     assert training["callbacks"] == {"batch": 6 * 2 * 3, "epoch": 6}  # 6 epochs x 2 programs x 3 passes
     assert training["loss"][-1] < 0.5 * training["loss"][0]
+    assert len(training["val_loss"]) == 6 and training["val_loss"][-1] < training["val_loss"][0]  # test_step runs
 
 
 @pytest.mark.parametrize(("saved_on", "loaded_on"), [("tensorflow", "jax"), ("jax", "torch")])

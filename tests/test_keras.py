@@ -322,9 +322,40 @@ def test_saving_with_another_models_bridge_is_refused(tmp_path):
     assert not (tmp_path / "m.neupsl").exists()
 
 
+def test_evaluate_and_validation_data_give_psls_loss_on_evaluation_programs_and_change_nothing():
+    """model.evaluate(...) and fit(validation_data=...) failed with Keras' 'No loss to compute'.
+
+    Oracle: learn_step on a fresh copy of the evaluation program at the network's inference-mode predictions.
+    """
+    train, train_inputs = _program([(0, 1), (2, 3)], [7, 18], seed=1)
+    held, held_inputs = _program([(0, 1)], [5], seed=2)
+    network = keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(10, activation="softmax")])
+    model = NeuPSLModel({"Neural": network}, weights=WeightOptimizer())
+    model.compile(optimizer=keras.optimizers.Adam(0.05))
+    history = model.fit(
+        ProgramData([(train, train_inputs)], passes=2),
+        epochs=2,
+        verbose=0,
+        validation_data=ProgramData([(held, held_inputs)]),
+    )
+    assert sorted(history.history) == ["energy", "loss", "val_energy", "val_loss"]
+    assert len(history.history["val_loss"]) == 2
+    weights, network_weights = model.rule_weights.copy(), [w.copy() for w in network.get_weights()]
+    logs = model.evaluate(ProgramData([(held, held_inputs)]), verbose=0, return_dict=True)
+    predictions = keras.ops.convert_to_numpy(network(held_inputs["Neural"], training=False))
+    with Bridge(add1_spec([(0, 1)], sums=[5], phase="learn")) as fresh:
+        fresh.rule_weights = model.learned.for_program(fresh.weighted_rules)
+        expected = fresh.learn_step({"Neural": predictions})
+    assert logs["loss"] == pytest.approx(expected.loss, rel=1e-5) and logs["energy"] == pytest.approx(expected.energy)
+    np.testing.assert_array_equal(model.rule_weights, weights)  # no rule-weight step
+    for before, after in zip(network_weights, network.get_weights()):
+        np.testing.assert_array_equal(before, after)  # no network update
+    train.close(), held.close()
+
+
 def test_neupsl_model_says_what_keras_arguments_it_ignores_or_refuses(tmp_path):
-    """compile(loss=, metrics=) and fit(batch_size=) were ignored without a word; evaluate(), validation_data and
-    the whole-model save ended in Keras' 'No loss to compute' or NotImplementedError."""
+    """compile(loss=, metrics=) and fit(batch_size=) were ignored without a word; validation_split and the whole-model
+    save ended in Keras' errors or NotImplementedError."""
     from pslbridge.errors import ConfigurationError
 
     bridge, inputs = _program([(0, 1)], [7])
@@ -336,10 +367,12 @@ def test_neupsl_model_says_what_keras_arguments_it_ignores_or_refuses(tmp_path):
     with pytest.warns(PslBridgeWarning, match="batch_size ignored"):
         history = model.fit(data, epochs=1, verbose=0, batch_size=32)
     assert len(history.history["loss"]) == 1
-    with pytest.raises(ConfigurationError, match="does not take validation_data"):
-        model.fit(data, epochs=1, verbose=0, validation_data=data)
-    with pytest.raises(ConfigurationError, match="model.infer"):
-        model.evaluate(data)
+    with pytest.raises(ConfigurationError, match="does not take validation_split"):
+        model.fit(data, epochs=1, verbose=0, validation_split=0.2)
+    with pytest.raises(ConfigurationError, match="validation_data must be a ProgramData"):
+        model.fit(data, epochs=1, verbose=0, validation_data=(np.zeros(3), np.zeros(3)))
+    with pytest.raises(ConfigurationError, match="evaluate takes a ProgramData"):
+        model.evaluate(np.zeros((2, FEATURES)))
     with pytest.raises(ConfigurationError, match="save_neupsl"):
         model.save(tmp_path / "m.keras")
     checkpoint = keras.callbacks.ModelCheckpoint(str(tmp_path / "m.keras"))  # whole-model checkpoints call save
