@@ -79,7 +79,7 @@ def test_fit_runs_each_network_forward_once_per_step_and_calls_batch_hooks(eager
 
 def test_standard_callbacks_early_stopping_terminate_on_nan_and_csv_logger(tmp_path):
     bridge, inputs = _program([(0, 1), (2, 3)], [7, 18])
-    network, _ = _network(nan_from=7)  # predictions turn NaN at the 8th step
+    network, _ = _network(nan_from=7)  # NaN from the 8th call: fit's check on program 0 is the 1st, so step 7
     model = NeuPSLModel({"Neural": network})
     model.compile(optimizer=keras.optimizers.Adam(0.05))
     log_file = tmp_path / "log.csv"
@@ -93,10 +93,21 @@ def test_standard_callbacks_early_stopping_terminate_on_nan_and_csv_logger(tmp_p
             ProgramData([(bridge, inputs)], passes=5, shuffle=False), epochs=4, verbose=0, callbacks=callbacks
         )
     bridge.close()
-    # Epoch 0 ran its 5 steps, epoch 1 stopped at its 3rd (the 8th step): TerminateOnNaN acted on that batch.
+    # Epoch 0 ran its 5 steps, epoch 1 stopped at its 2nd (the 7th step): TerminateOnNaN acted on that batch.
     assert len(history.history["loss"]) == 2 and np.isnan(history.history["loss"][-1])
     rows = list(csv.DictReader(open(log_file)))
     assert [r["epoch"] for r in rows] == ["0", "1"] and float(rows[0]["loss"]) > 0
+
+
+def test_the_tensorboard_callback_writes_its_logs(tmp_path):
+    """The guide lists TensorBoard, which failed: the tf extra did not install tensorboard."""
+    pytest.importorskip("tensorboard", reason="the tf extra installs tensorboard")
+    bridge, inputs = _program([(0, 1)], [7])
+    model = NeuPSLModel({"Neural": _network()[0]})
+    model.compile(optimizer=keras.optimizers.Adam(0.05))
+    model.fit(ProgramData([(bridge, inputs)]), epochs=2, verbose=0, callbacks=[keras.callbacks.TensorBoard(tmp_path)])
+    bridge.close()
+    assert list((tmp_path / "train").glob("events.out.tfevents.*"))
 
 
 def test_learned_rule_weights_flow_to_other_programs():
