@@ -71,6 +71,11 @@ def test_demo_trains_saves_loads_and_predicts(tmp_path):
     assert len(predictions) == 5 and all(0 <= int(p) <= 18 for p, _ in predictions)
     assert "Epoch 3/3" in out  # Keras' own progress bar
     assert "cuda" not in proc.stderr.lower() and "absl" not in proc.stderr
+    import importlib.util
+    import os
+
+    if not os.environ.get("KERAS_BACKEND") and importlib.util.find_spec("torch"):
+        assert "Keras backend: torch" in out  # the fastest backend on a CPU is the demo's default
 
 
 def test_acquaintances_demo_runs():
