@@ -152,6 +152,12 @@ def component_specs(
 
     Raises:
         ConfigurationError: ``per_batch`` is not a positive integer, or as :func:`components`.
+
+    Examples:
+        >>> from pslbridge.examples.mnist_addition import add1_spec
+        >>> spec = add1_spec([(0, 1), (2, 3), (4, 5)], sums=[1, 5, 9], phase="learn")
+        >>> [len(s.tables("Neural", "targets")[0]) for s in component_specs(spec, per_batch=1, seed=0)]
+        [20, 20, 20]
     """
     if not isinstance(per_batch, int) or per_batch < 1:
         raise ConfigurationError(f"per_batch must be an integer >= 1, got {per_batch!r}")

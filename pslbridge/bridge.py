@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from .diagnostics import estimate_groundings
 from .errors import ConfigurationError, EngineError, NeuralInputError, PslBridgeWarning
@@ -382,55 +381,6 @@ class Bridge(ProgramView):
             self._warned_constraints = True
         return LearnResult.from_step(self.program, out, weights, timings, exact)
 
-    def _check_pushed(self) -> None:
-        missing = [b.spec.name for k, b in self.program.neural.items() if k not in self._pushed]
-        if missing:
-            raise NeuralInputError(
-                f"no predictions were given yet for neural predicate(s) {missing}; pass "
-                f"neural={{{missing[0]!r}: array}}",
-                predicate=missing[0],
-            )
-
-    def objective(self) -> tuple[float, int]:
-        """Weighted objective and violated constraints at the current atom values.
-
-        Raises:
-            NeuralInputError: A neural predicate has no predictions yet (as :meth:`infer`).
-
-        Examples:
-            >>> with Bridge("pslbridge/examples/simple-acquaintances/simple-acquaintances.json") as b:
-            ...     before = b.objective()[1]   # the initial values violate the symmetry constraint
-            ...     _ = b.infer()
-            ...     before > 0, b.objective()[1]
-            (True, 0)
-        """
-        with self.program.lock:
-            self._check_pushed()
-            return self.program.objective()
-
-    def evaluate(self) -> pd.DataFrame:
-        """The model's declared evaluations on the current values (:meth:`ProgramView.evaluate`).
-
-        Warns:
-            PslBridgeWarning: Nothing was solved yet, so the initial values are scored; run :meth:`infer` first.
-
-        Examples:
-            >>> import warnings
-            >>> with Bridge("pslbridge/examples/simple-acquaintances/simple-acquaintances.json") as b:
-            ...     with warnings.catch_warnings(record=True) as caught:
-            ...         warnings.simplefilter("always")
-            ...         _ = b.evaluate()
-            >>> "initial values" in str(caught[0].message)
-            True
-        """
-        if not self._solved:
-            warnings.warn(
-                "evaluate() before any infer() or learn_step() scores the atoms' initial values; run infer() first",
-                PslBridgeWarning,
-                stacklevel=2,
-            )
-        return super().evaluate()
-
     # -- lifecycle --------------------------------------------------------------------
 
     def close(self) -> None:
@@ -450,15 +400,6 @@ class Bridge(ProgramView):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def __repr__(self) -> str:
-        if self._program is None:
-            return "<Bridge closed>"
-        p = self._program
-        return (
-            f"<Bridge {p.spec.source}: {len(p.rules)} rules, {p.atom_count} atoms, {p.term_count} terms, "
-            f"neural={self.neural_predicates}>"
-        )
 
 
 def _as_mapping(neural: Any, names: list[str]) -> Mapping[str, Any]:

@@ -1,7 +1,8 @@
 """What a user reads off a grounded program: predicates, entities, classes, target atoms, rules, weights.
 
 :class:`ProgramView` is the read-only half of :class:`pslbridge.Bridge` (the other half pushes predictions,
-solves and learns); it speaks pandas and numpy only.
+solves and learns): the program's facts, its objective at the current values and PSL's evaluators; it speaks
+pandas and numpy only.
 
 Examples:
     >>> import pslbridge
@@ -12,13 +13,14 @@ Examples:
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from . import diagnostics, jvm
-from .errors import ClosedError
+from .errors import ClosedError, NeuralInputError, PslBridgeWarning
 from .model import ModelSpec
 from .program import GroundProgram
 
@@ -36,6 +38,8 @@ class ProgramView:
     """
 
     _program: GroundProgram | None
+    _pushed: set[str]  # the neural predicates given predictions so far
+    _solved: bool = True  # a bridge starts False: evaluate() before any solve scores the initial values
 
     @property
     def program(self) -> GroundProgram:
@@ -159,6 +163,9 @@ class ProgramView:
         (the evaluator's representative metric), ``normalized``, ``higher_is_better``, ``stats`` (what the jar
         prints).
 
+        Warns:
+            PslBridgeWarning: Nothing was solved yet, so the initial values are scored.
+
         Examples:
             >>> from pslbridge.model import EvaluationSpec
             >>> spec = ModelSpec.from_python(rules=["1: A(X) -> B(X) ^2", "1: !B(X) ^2"],
@@ -171,7 +178,48 @@ class ProgramView:
               predicate          evaluator  rep_metric
             0         B  DiscreteEvaluator         1.0
         """
+        if not self._solved:
+            warnings.warn(
+                "evaluate() before any infer() or learn_step() scores the atoms' initial values; run infer() first",
+                PslBridgeWarning,
+                stacklevel=2,
+            )
         return pd.DataFrame(
             self.program.evaluate(),
             columns=["predicate", "primary", "evaluator", "rep_metric", "normalized", "higher_is_better", "stats"],
+        )
+
+    def _check_pushed(self) -> None:
+        missing = [b.spec.name for k, b in self.program.neural.items() if k not in self._pushed]
+        if missing:
+            raise NeuralInputError(
+                f"no predictions were given yet for neural predicate(s) {missing}; pass "
+                f"neural={{{missing[0]!r}: array}}",
+                predicate=missing[0],
+            )
+
+    def objective(self) -> tuple[float, int]:
+        """Weighted objective and violated constraints at the current atom values.
+
+        Raises:
+            NeuralInputError: A neural predicate has no predictions yet (as :meth:`infer`).
+
+        Examples:
+            >>> with Bridge("pslbridge/examples/simple-acquaintances/simple-acquaintances.json") as b:
+            ...     before = b.objective()[1]   # the initial values violate the symmetry constraint
+            ...     _ = b.infer()
+            ...     before > 0, b.objective()[1]
+            (True, 0)
+        """
+        with self.program.lock:
+            self._check_pushed()
+            return self.program.objective()
+
+    def __repr__(self) -> str:
+        if self._program is None:
+            return "<Bridge closed>"
+        p = self._program
+        return (
+            f"<Bridge {p.spec.source}: {len(p.rules)} rules, {p.atom_count} atoms, {p.term_count} terms, "
+            f"neural={self.neural_predicates}>"
         )

@@ -11,7 +11,7 @@ from conftest import REPO
 
 GUIDE = sorted((REPO / "docs").rglob("*.md"))
 #: Pages whose blocks train a network (the slow tier runs them).
-TRAINING = {"keras.md"}
+TRAINING = {"keras.md", "backends.md"}
 #: Pages whose blocks need optional packages (skipped, with the reason, without them).
 NEEDS = {"backends.md": ["jax", "torch"]}
 
