@@ -390,3 +390,34 @@ def test_neupsl_model_says_what_keras_arguments_it_ignores_or_refuses(tmp_path):
     with pytest.raises(ConfigurationError, match="save_neupsl"):
         model.fit(data, epochs=1, verbose=0, callbacks=[checkpoint])
     bridge.close()
+
+
+def test_mistakes_before_the_first_step_are_pslbridges_own_errors_not_graph_errors():
+    """A misspelt network key, a network returning a dict, loss='bogus', a bilevel loss on ADMM and a program
+    closed before fit surfaced as 65-line TensorFlow graph errors."""
+    from pslbridge.errors import ClosedError, ConfigurationError, NeuralInputError
+
+    bridge, inputs = _program([(0, 1)], [7])
+    dense = keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(10, activation="softmax")])
+    data = ProgramData([(bridge, inputs)])
+
+    def fit(model):
+        model.compile(optimizer=keras.optimizers.Adam(0.05))
+        return model.fit(data, epochs=1, verbose=0)
+
+    with pytest.raises(
+        ConfigurationError, match=r"neural predicates are \['Neural'\], this model's networks \['Nueral'\]"
+    ):
+        fit(NeuPSLModel({"Nueral": dense}))
+    inp = keras.Input((FEATURES,))
+    as_dict = keras.Model(inp, {"digits": keras.layers.Dense(10, activation="softmax")(inp)})
+    with pytest.raises(NeuralInputError, match="the network gives a dict"):
+        fit(NeuPSLModel({"Neural": as_dict}))
+    with pytest.raises(ConfigurationError, match="loss must be one of"):
+        NeuPSLModel({"Neural": dense}, loss="bogus")
+    with pytest.raises(ConfigurationError, match="ADMM|dual"):  # bce needs a dual-BCD reasoner
+        fit(NeuPSLModel({"Neural": dense}, loss="bce"))
+    fit(NeuPSLModel({"Neural": dense}))  # the program is still usable after each refusal
+    bridge.close()
+    with pytest.raises(ClosedError, match="closed"):
+        fit(NeuPSLModel({"Neural": dense}))
