@@ -52,7 +52,11 @@ log = logging.getLogger(__name__)
 
 
 def set_seed(seed: int) -> None:
-    """Seed Python, numpy and TensorFlow/Keras (when installed) for repeatable runs.
+    """Seed Python, numpy and the Keras backend (when installed) for repeatable runs.
+
+    On TensorFlow this is ``keras.utils.set_random_seed``. On the other backends it seeds Python, numpy and torch
+    without importing TensorFlow (Keras' own function imports it whenever it is installed, to seed ``tf.data``,
+    which a NeuPSL run on torch or JAX does not use; the import would also print TensorFlow's start-up noise).
 
     Examples:
         >>> set_seed(0)
@@ -61,10 +65,15 @@ def set_seed(seed: int) -> None:
     np.random.seed(seed)
     try:
         import keras
-
+    except ImportError:  # pragma: no cover - Keras is optional
+        return
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
         keras.utils.set_random_seed(seed)
-    except ImportError:  # pragma: no cover - TensorFlow is optional
-        pass
+    elif backend == "torch":
+        import torch
+
+        torch.manual_seed(seed)
 
 
 @dataclass
