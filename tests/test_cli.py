@@ -1,3 +1,4 @@
+import os
 import subprocess
 import sys
 
@@ -14,8 +15,11 @@ SA = EXAMPLES / "simple-acquaintances"
 
 
 def _cli(*args):
+    """``python -m pslbridge ...`` as from a user's shell: without the TF_CPP_MIN_LOG_LEVEL that importing JAX
+    (or TensorFlow) into this test process set, which the child would take for the user's own level."""
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "PSLBRIDGE_QUIET_TF")}
     return subprocess.run(
-        [sys.executable, "-m", "pslbridge", *args], capture_output=True, text=True, cwd=REPO, timeout=300
+        [sys.executable, "-m", "pslbridge", *args], capture_output=True, text=True, cwd=REPO, timeout=300, env=env
     )
 
 
