@@ -343,12 +343,13 @@ class NeuPSLModel(keras.Model):
         super().compile(*args, **kwargs)
 
     def fit(self, x: ProgramData | None = None, *args: Any, **kwargs: Any) -> Any:
-        """Keras' ``fit`` on a :class:`ProgramData` (one step per program; ``epochs``, ``callbacks``, ...).
+        """Keras' ``fit`` on a :class:`ProgramData` (one step per program; ``epochs``, ``validation_data``, ...).
 
         Raises:
-            ConfigurationError: ``x`` is not a ProgramData, ``validation_data`` is given (evaluate on another
-                program with :meth:`infer`, e.g. in a callback), or learned rule weights would be shared by
-                programs whose rules differ.
+            ConfigurationError: ``x`` or ``validation_data`` is not a ProgramData, ``validation_split`` is given,
+                the networks are keyed by other predicates, or programs sharing learned weights differ in rules.
+            NeuralInputError: A network's output on program 0 has another shape or lies outside [0, 1].
+            ClosedError: A program was closed.
         """
         if not isinstance(x, ProgramData):
             raise ConfigurationError(f"NeuPSLModel.fit takes a ProgramData, got {type(x).__name__}")
@@ -445,10 +446,9 @@ class NeuPSLModel(keras.Model):
     ) -> Any:
         """PSL's loss for one program's predictions (one op; its gradient is PSL's) plus the networks' own losses.
 
-        Keras' ``train_step`` (a training program of ``fit``'s data) and ``test_step`` (an evaluation program of
-        :meth:`evaluate` or ``validation_data``; no rule-weight step) call it on every backend. The networks'
-        regularisation losses (Keras ``kernel_regularizer``, ``activity_regularizer``, ``add_loss``) are added,
-        as Keras' own ``compute_loss`` adds them; the ``loss`` and ``energy`` trackers are updated here.
+        Keras' ``train_step`` and ``test_step`` (evaluation programs; no rule-weight step) call it on every backend.
+        The networks' regularisation losses (``kernel_regularizer``, ``add_loss``, ...) are added, as Keras' own
+        ``compute_loss`` adds them; the ``loss`` and ``energy`` trackers are updated here.
         """
         assert x is not None and y_pred is not None
         step = self._learn if training else self._evaluate
