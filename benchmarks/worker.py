@@ -32,6 +32,26 @@ import numpy as np
 __all__ = ["run_task"]
 
 
+def _step_timer() -> Any:
+    """A Keras callback timing each training step: ``times`` (batch begin to end) and ``stamps`` (each end)."""
+    import keras
+
+    class StepTimer(keras.callbacks.Callback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.times: list[float] = []
+            self.stamps: list[float] = []
+
+        def on_train_batch_begin(self, batch: int, logs: dict | None = None) -> None:
+            self.times.append(-time.perf_counter())
+
+        def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+            self.times[-1] += time.perf_counter()
+            self.stamps.append(time.perf_counter())
+
+    return StepTimer()
+
+
 def _steps(request: dict[str, Any]) -> dict[str, Any]:
     import keras
 
@@ -52,22 +72,13 @@ def _steps(request: dict[str, Any]) -> dict[str, Any]:
     inputs = network_inputs(problem)
     model = NeuPSLModel({"Neural": network}, weights=WeightOptimizer(step_size=1e-14))
     model.compile(optimizer=keras.optimizers.Adam(problem.learning_rate))
-    step_times: list[float] = []
-    stamps: list[float] = []
-
-    class Timer(keras.callbacks.Callback):
-        def on_train_batch_begin(self, batch: int, logs: dict | None = None) -> None:
-            step_times.append(-time.perf_counter())
-
-        def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
-            step_times[-1] += time.perf_counter()
-            stamps.append(time.perf_counter())
-
+    timer = _step_timer()
     steps = int(request["steps"])
     # One Keras epoch of `steps` full-batch steps (each step is one pass over the one program, the paper's
     # "epoch"): Keras' per-epoch bookkeeping (a new data iterator, callbacks) is paid once, as in a real run.
     start = time.perf_counter()
-    model.fit(ProgramData([(bridge, {"Neural": inputs})], passes=steps), epochs=1, verbose=0, callbacks=[Timer()])
+    model.fit(ProgramData([(bridge, {"Neural": inputs})], passes=steps), epochs=1, verbose=0, callbacks=[timer])
+    step_times, stamps = timer.times, timer.stamps
     loop = time.perf_counter() - start
     gaps = np.diff(stamps)  # from one step's end to the next one's: the step and Keras' per-batch bookkeeping
     row = {
@@ -119,23 +130,15 @@ def _limit(bridge: Any, network: Any, inputs: Any, weights: Any, repeats: int) -
 
     alone = Alone()
     alone.compile(optimizer=keras.optimizers.Adam(1e-9), jit_compile=backend_module().COMPILES)
-    times: list[float] = []
-
-    class Timer(keras.callbacks.Callback):
-        def on_train_batch_begin(self, batch: int, logs: dict | None = None) -> None:
-            times.append(-time.perf_counter())
-
-        def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
-            times[-1] += time.perf_counter()
-
+    timer = _step_timer()
     batches = np.repeat(inputs[None], repeats + 1, axis=0).reshape(-1, *inputs.shape[1:])
-    alone.fit(batches, batch_size=len(inputs), epochs=1, shuffle=False, verbose=0, callbacks=[Timer()])
+    alone.fit(batches, batch_size=len(inputs), epochs=1, shuffle=False, verbose=0, callbacks=[timer])
     psl = []
     for _ in range(repeats):
         t = time.perf_counter()
         bridge.learn_step({"Neural": predictions}, weights=weights, potentials=True)
         psl.append(time.perf_counter() - t)
-    network_s, psl_s = float(np.median(times[1:])), float(np.median(psl))
+    network_s, psl_s = float(np.median(timer.times[1:])), float(np.median(psl))
     return {"network_alone_s": network_s, "psl_alone_s": psl_s, "limit_s": network_s + psl_s}
 
 
