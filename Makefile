@@ -8,6 +8,10 @@ EXTRAS ?= dev,docs,tf,jax,torch,experiments,bench,ray
 # Pinned versions of the optional backends (a CPU build of torch; see docs/guide/backends.md).
 CONSTRAINTS := .ci/constraints.txt
 PYTEST_ARGS ?=
+# Test processes (pytest-xdist): each holds its own JVM; whole files go to one process, so a module's fixtures
+# (a started bridge, a trained network) are built once. The suite is mostly single-threaded, so 2 on 2 cores.
+TEST_WORKERS ?= 2
+PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 # Base seed of the reproduce-* targets. Seed 7 chose nothing for MNIST-Add1, the citation graphs or Visual Sudoku
 # (their defaults were chosen on validation data of seed 100), but it chose MNIST-Add2's decoding-temperature
 # candidates, so its MNIST-Add2 rows are not held out (docs/results.md lists every seed that chose something);
@@ -48,13 +52,13 @@ $(MNIST): | $(STAMP)
 # Both tiers and the documentation (what CI runs): the fast tier, the slow one (long end-to-end runs, the wheel
 # installed outside the checkout, benchmark smokes), then the docs site with warnings as errors.
 test: setup data
-	$(PY) -m pytest -q -m "not slow" --durations=10 $(PYTEST_ARGS)
-	$(PY) -m pytest -q -m slow --durations=15 $(PYTEST_ARGS)
+	$(PYTEST) -m "not slow" --durations=10 $(PYTEST_ARGS)
+	$(PYTEST) -m slow --durations=15 $(PYTEST_ARGS)
 	$(MAKE) docs
 
 # The fast tier alone (under 5 minutes on 2 cores; still trains one small model end to end).
 test-fast: setup data
-	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
+	$(PYTEST) -m "not slow" $(PYTEST_ARGS)
 
 # The documentation site (docs/ + the API reference from the docstrings) into out/site, warnings as errors.
 docs: setup
