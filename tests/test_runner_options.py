@@ -659,15 +659,14 @@ def test_visual_sudoku_records_each_invocations_wall_time_and_the_runs_it_ran(mo
     reproduce-visual-sudoku``'s two invocations do."""
     from dataclasses import asdict
 
-    from experiments.reporting import write_rows
     from experiments.visual_sudoku import runner as visual_sudoku_runner
 
-    def fake_run_split(setting, split, seed, out, baselines):
+    def fake_split_rows(setting, split, seed, baselines):
         row = {"setting": setting.name, "split": split, "seed": seed, "method": "NeuPSL", "puzzle_acc": 50.0}
         row.update(distinguish_acc=60.0, learn_s=1.0, infer_s=0.1, **asdict(setting))
-        return write_rows(out / "results.csv", [row], list(row))
+        return [row]
 
-    monkeypatch.setattr(visual_sudoku_runner, "run_split", fake_run_split)
+    monkeypatch.setattr(visual_sudoku_runner, "split_rows", fake_split_rows)
     out = ["--out", str(tmp_path)]
     assert visual_sudoku_runner.main(["--puzzles", "4", "--splits", "2", "--seed", "3", "--no-baselines", *out]) == 0
     assert visual_sudoku_runner.main(["--puzzles", "4", "--splits", "1", f"--out={tmp_path}"]) == 0

@@ -26,7 +26,6 @@ Example:
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys
@@ -45,9 +44,10 @@ from pslbridge.learning import WeightOptimizer
 from pslbridge.training import set_seed
 
 from ..arguments import DefaultsHelpFormatter, non_negative_int, open_unit_interval, positive_float, positive_int
+from ..harness import failed_row, finish_table, plain, run_splits
 from ..presets import by_name, load_presets, select
-from ..reporting import WholeRun, failed_runs, mean_std, non_defaults, read_groups, wall_time_lines, write_rows
-from ..sweep import BASE_MEMORY_MB, RayOptions, Run, add_ray_arguments, run_all, run_digest, workers_text
+from ..reporting import WholeRun, mean_std, non_defaults, read_groups, write_rows
+from ..sweep import BASE_MEMORY_MB, RayOptions, Run, add_ray_arguments, run_digest, workers_text
 from .model import citation_spec, dense_classifier, normalise_rows
 
 __all__ = [
@@ -639,14 +639,29 @@ def run_dataset(
     ``overrides`` replaces fields of each method's :func:`default_setting` (None: the defaults). With ``ray`` each
     split is a Ray task in its own process (see :mod:`experiments.sweep`).
     """
-    if ray is not None:
-        return _run_on_ray(name, splits, overrides or {}, out, seed, data_dir, methods, ray)
-    jvm_start = _jvm_start_seconds() if {"lp", "lp+fp"} & set(methods) else None
-    rows = []
-    for split_id in range(splits):
-        rows += write_rows(
-            out / "results.csv", run_split(name, split_id, overrides, seed, data_dir, methods, jvm_start), _FIELDS
+    overrides = overrides or {}
+    rows: list[dict[str, Any]] = []
+
+    def record(run: Run, result: dict[str, Any]) -> None:
+        if "error" in result:
+            identity = {"dataset": name, "split": run.kwargs["split_id"], "seed": seed, **overrides}
+            rows.extend(write_rows(out / "results.csv", [failed_row(identity, result)], _FIELDS))
+        else:
+            rows.extend(write_rows(out / "results.csv", result["rows"], _FIELDS))
+
+    kwargs = {"name": name, "overrides": overrides, "seed": seed, "data_dir": data_dir and str(data_dir)}
+    # The digest names the settings the methods will run, so a stored run never stands for other defaults.
+    ran = {method: asdict(setting) for method, setting in _settings(name, overrides).items()}
+    runs = [
+        Run(
+            f"{name}-split{split_id}-{run_digest(kwargs, ran, sorted(methods))}",
+            "experiments.citation.runner:run_split_task",
+            {**kwargs, "split_id": split_id, "methods": list(methods)},
+            BASE_MEMORY_MB + 1000,
         )
+        for split_id in range(splits)
+    ]
+    run_splits(runs, out, ray, record)
     return rows
 
 
@@ -696,40 +711,7 @@ def run_split(
         {"dataset": name, "split": split_id, "seed": seed, **asdict(settings[_METHOD_KEY.get(r["method"], "lp")]), **r}
         for r in results
     ]
-    return json.loads(json.dumps(rows, default=lambda v: v.item() if isinstance(v, np.generic) else str(v)))
-
-
-def _run_on_ray(
-    name: str,
-    splits: int,
-    overrides: dict[str, Any],
-    out: Path,
-    seed: int,
-    data_dir: Path | None,
-    methods: tuple[str, ...],
-    ray: RayOptions,
-) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
-
-    def record(run: Run, result: dict[str, Any]) -> None:
-        failed = {"dataset": name, "split": run.kwargs["split_id"], "seed": seed, **overrides}
-        failed["error"] = result.get("error")
-        rows.extend(write_rows(out / "results.csv", [failed] if "error" in result else result["rows"], _FIELDS))
-
-    kwargs = {"name": name, "overrides": overrides, "seed": seed, "data_dir": data_dir and str(data_dir)}
-    # The digest names the settings the methods will run, so a stored run never stands for other defaults.
-    ran = {method: asdict(setting) for method, setting in _settings(name, overrides).items()}
-    runs = [
-        Run(
-            f"{name}-split{split_id}-{run_digest(kwargs, ran, sorted(methods))}",
-            "experiments.citation.runner:run_split_task",
-            {**kwargs, "split_id": split_id, "methods": list(methods)},
-            BASE_MEMORY_MB + 1000,
-        )
-        for split_id in range(splits)
-    ]
-    run_all(runs, out, address=ray.address, workers=ray.workers, on_result=record)
-    return rows
+    return plain(rows)
 
 
 def run_split_task(
@@ -783,11 +765,7 @@ def write_table(out: Path) -> str:
             f"{mean_of(group, 'infer_cold_s')} |"
         )
     lines += ["", f"The options column names departures from each data set and method's defaults. {TUNING}"]
-    lines += failed_runs(out / "results.csv", ["dataset", "split"])
-    lines += wall_time_lines(out / "wall-times.csv")
-    text = "\n".join(lines) + "\n"
-    (out / "results.md").write_text(text)
-    return text
+    return finish_table(out, lines, ["dataset", "split"])
 
 
 def main(argv: list[str] | None = None) -> int:

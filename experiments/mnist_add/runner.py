@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import logging
 import time
 import warnings
@@ -56,17 +55,16 @@ from ..arguments import (
     temperatures,
     unit_interval,
 )
+from ..harness import failed_row, finish_table, plain, run_splits
 from ..presets import by_name, load_presets, select
 from ..reporting import (
     WholeRun,
     append_csv,
-    failed_runs,
     mean_std,
     read_groups,
-    wall_time_lines,
     write_rows,
 )
-from ..sweep import BASE_MEMORY_MB, RayOptions, Run, add_ray_arguments, run_all, run_digest, workers_text
+from ..sweep import BASE_MEMORY_MB, RayOptions, Run, add_ray_arguments, run_digest, workers_text
 
 __all__ = [
     "PAPER",
@@ -1072,17 +1070,38 @@ def run_settings(
     first: the short ones then fill the workers at the end, where one queue per setting would leave workers idle
     while its last splits finish).
     """
-    numbers = range(first_split, first_split + splits)
-    if ray is not None:
-        return _run_on_ray(list(settings), numbers, seed, out, baseline, ray)
-    mnist = load_mnist()
-    rows = []
+    pairs = [(setting, split) for setting in settings for split in range(first_split, first_split + splits)]
+    runs = [
+        Run(
+            f"{setting.name}-split{split}-{run_digest(asdict(setting), seed, baseline)}",
+            "experiments.mnist_add.runner:run_split_task",
+            {"setting": asdict(setting), "split": split, "seed": seed, "baseline": baseline},
+            memory_estimate_mb(setting),
+        )
+        for setting, split in pairs
+    ]
+    setting_of = {run.key: setting for run, (setting, _) in zip(runs, pairs)}
+    rows: list[dict[str, Any]] = []
+
+    def record(run: Run, result: dict[str, Any]) -> None:
+        setting, split = setting_of[run.key], run.kwargs["split"]
+        if "error" in result:
+            identity = {"setting": setting.name, "split": split, "seed": seed, **asdict(setting)}
+            rows.extend(write_rows(out / "results.csv", [failed_row(identity, result)], _FIELDS))
+            return
+        rows.extend(record_split(out, setting, split, result["outcomes"], seed))
+        for outcome in result["outcomes"]:
+            outcome.pop("weights", None)  # written as .npz above; a stored result keeps the rest
+
+    results = run_splits(runs, out, ray, record)
     for setting in settings:
-        histories = []
-        for split in numbers:
-            recorded = record_split(out, setting, split, run_split(setting, split, seed, baseline, mnist), seed)
-            rows += recorded
-            histories += [(split, r["history"]) for r in recorded if r.get("history")]
+        histories = [
+            (run.kwargs["split"], o["history"])
+            for run in runs
+            if setting_of[run.key] is setting
+            for o in results[run.key].get("outcomes", [])
+            if o.get("history")
+        ]
         _plot(histories, out / f"curves-{setting.name}{_from(first_split)}.png", setting.name)
     return rows
 
@@ -1105,15 +1124,7 @@ def run_split(
 def run_split_task(setting: dict[str, Any], split: int, seed: int, baseline: bool) -> dict[str, Any]:
     """:func:`run_split` as a sweep run: plain arguments in, JSON-serialisable outcomes out."""
     outcomes = run_split(Setting(**setting), split, seed, baseline)
-    return {"outcomes": json.loads(json.dumps(outcomes, default=_plain))}  # weights: ndarrays -> nested lists
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+    return {"outcomes": plain(outcomes)}  # weights: ndarrays -> nested lists
 
 
 def record_split(
@@ -1153,46 +1164,6 @@ def memory_estimate_mb(setting: Setting) -> int:
         (1800, 7500)
     """
     return BASE_MEMORY_MB + setting.additions * setting.digits**2
-
-
-def _run_on_ray(
-    settings: list[Setting], numbers: range, seed: int, out: Path, baseline: bool, ray: RayOptions
-) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
-    pairs = [(setting, split) for setting in settings for split in numbers]  # submitted in this order
-    runs = [
-        Run(
-            f"{setting.name}-split{split}-{run_digest(asdict(setting), seed, baseline)}",
-            "experiments.mnist_add.runner:run_split_task",
-            {"setting": asdict(setting), "split": split, "seed": seed, "baseline": baseline},
-            memory_estimate_mb(setting),
-        )
-        for setting, split in pairs
-    ]
-    setting_of = {run.key: setting for run, (setting, _) in zip(runs, pairs)}
-
-    def record(run: Run, result: dict[str, Any]) -> None:
-        setting, split = setting_of[run.key], run.kwargs["split"]
-        if "error" in result:
-            failed = {"setting": setting.name, "split": split, "seed": seed, **asdict(setting)}
-            failed["error"] = result["error"]
-            rows.extend(write_rows(out / "results.csv", [failed], _FIELDS))
-            return
-        rows.extend(record_split(out, setting, split, result["outcomes"], seed))
-        for outcome in result["outcomes"]:
-            outcome.pop("weights", None)  # written as .npz above; the stored result keeps the rest
-
-    results = run_all(runs, out, address=ray.address, workers=ray.workers, on_result=record)
-    for setting in settings:
-        histories = [
-            (run.kwargs["split"], o["history"])
-            for run in runs
-            if setting_of[run.key] is setting
-            for o in results[run.key].get("outcomes", [])
-            if o.get("history")
-        ]
-        _plot(histories, out / f"curves-{setting.name}{_from(numbers.start)}.png", setting.name)
-    return rows
 
 
 def _from(first_split: int) -> str:
@@ -1289,11 +1260,7 @@ def write_table(out: Path) -> str:
         "",
         f"The defaults were chosen on validation data only: {TUNING}. Results on any other seed are held out.",
     ]
-    lines += wall_time_lines(out / "wall-times.csv")
-    lines += failed_runs(out / "results.csv", ["setting", "split"])
-    text = "\n".join(lines) + "\n"
-    (out / "results.md").write_text(text)
-    return text
+    return finish_table(out, lines, ["setting", "split"])
 
 
 #: Schedule columns that :func:`_schedule` names only when they are on (non-zero).

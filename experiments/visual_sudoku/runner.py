@@ -20,7 +20,6 @@ Example:
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -34,8 +33,9 @@ from pslbridge.examples.mnist_addition import lenet, lenet_layers, prepare_image
 from pslbridge.training import set_seed
 
 from ..arguments import DefaultsHelpFormatter, non_negative_int, positive_int
-from ..reporting import WholeRun, failed_runs, mean_std, non_defaults, read_groups, wall_time_lines, write_rows
-from ..sweep import RayOptions, Run, add_ray_arguments, run_all, run_digest, workers_text
+from ..harness import failed_row, finish_table, plain, run_splits
+from ..reporting import WholeRun, mean_std, non_defaults, read_groups, write_rows
+from ..sweep import RayOptions, Run, add_ray_arguments, run_digest, workers_text
 from .model import (
     Puzzles,
     distinguish_accuracy,
@@ -46,7 +46,7 @@ from .model import (
     threshold_accuracy,
 )
 
-__all__ = ["SudokuSetting", "main", "run_split", "run_split_task", "split_rows"]
+__all__ = ["SudokuSetting", "main", "run_setting", "run_split_task", "split_rows"]
 
 
 @dataclass
@@ -168,11 +168,6 @@ def _baseline(
     }
 
 
-def run_split(setting: SudokuSetting, split: int, seed: int, out: Path, baselines: bool = True) -> list[dict]:
-    """One split: data, NeuPSL, baselines; rows appended to ``results.csv``."""
-    return write_rows(out / "results.csv", split_rows(setting, split, seed, baselines), _FIELDS)
-
-
 def split_rows(setting: SudokuSetting, split: int, seed: int, baselines: bool = True) -> list[dict[str, Any]]:
     """One split's result rows (NeuPSL, then the baselines), not written."""
     mnist = load_mnist()
@@ -185,7 +180,7 @@ def split_rows(setting: SudokuSetting, split: int, seed: int, baselines: bool = 
     if baselines:
         results += [_baseline(kind, setting, train, val, test, mnist) for kind in ("visual", "digit")]
     rows = [{"setting": setting.name, "split": split, "seed": seed, **asdict(setting), **result} for result in results]
-    return json.loads(json.dumps(rows, default=lambda v: v.item() if isinstance(v, np.generic) else str(v)))
+    return plain(rows)
 
 
 def run_split_task(setting: dict[str, Any], split: int, seed: int, baselines: bool) -> dict[str, Any]:
@@ -193,20 +188,18 @@ def run_split_task(setting: dict[str, Any], split: int, seed: int, baselines: bo
     return {"rows": split_rows(SudokuSetting(**setting), split, seed, baselines)}
 
 
-def _run_on_ray(
-    setting: SudokuSetting, splits: int, seed: int, out: Path, baselines: bool, ray: RayOptions
+def run_setting(
+    setting: SudokuSetting, splits: int, seed: int, out: Path, baselines: bool = True, ray: RayOptions | None = None
 ) -> list[dict[str, Any]]:
+    """Run ``splits`` splits here one after another (or with ``ray`` as Ray tasks); append rows to ``results.csv``."""
     rows: list[dict[str, Any]] = []
 
     def record(run: Run, result: dict[str, Any]) -> None:
-        failed = {
-            "setting": setting.name,
-            "split": run.kwargs["split"],
-            "seed": seed,
-            **asdict(setting),
-            "error": result.get("error"),
-        }
-        rows.extend(write_rows(out / "results.csv", [failed] if "error" in result else result["rows"], _FIELDS))
+        if "error" in result:
+            identity = {"setting": setting.name, "split": run.kwargs["split"], "seed": seed, **asdict(setting)}
+            rows.extend(write_rows(out / "results.csv", [failed_row(identity, result)], _FIELDS))
+        else:
+            rows.extend(write_rows(out / "results.csv", result["rows"], _FIELDS))
 
     arguments = {"setting": asdict(setting), "seed": seed, "baselines": baselines}
     runs = [
@@ -217,7 +210,7 @@ def _run_on_ray(
         )
         for split in range(splits)
     ]
-    run_all(runs, out, address=ray.address, workers=ray.workers, on_result=record)
+    run_splits(runs, out, ray, record)
     return rows
 
 
@@ -258,11 +251,7 @@ def write_table(out: Path) -> str:
             f"{mean_std(values['distinguish_acc'])} | {np.nanmean(values['learn_s']):.1f} | "
             f"{np.nanmean(values['infer_s']):.3f} |"
         )
-    lines += failed_runs(out / "results.csv", ["setting", "split"])
-    lines += wall_time_lines(out / "wall-times.csv")
-    text = "\n".join(lines) + "\n"
-    (out / "results.md").write_text(text)
-    return text
+    return finish_table(out, lines, ["setting", "split"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -285,14 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     ray = RayOptions.from_args(args, parser)
     setting = SudokuSetting(puzzles=args.puzzles, unique=args.unique, resampled=args.resampled, epochs=args.epochs)
     whole = WholeRun("visual-sudoku", argv, args.seed, 0, args.splits, args.splits, workers_text(ray))
-    if ray is not None:
-        rows = _run_on_ray(setting, args.splits, args.seed, args.out, not args.no_baselines, ray)
-    else:
-        rows = [
-            row
-            for split in range(args.splits)
-            for row in run_split(setting, split, args.seed, args.out, baselines=not args.no_baselines)
-        ]
+    rows = run_setting(setting, args.splits, args.seed, args.out, not args.no_baselines, ray)
     whole.record(args.out, ran=len({row["split"] for row in rows}))  # Ray: the others were stored
     print(write_table(args.out))
     return 0
