@@ -12,49 +12,51 @@ import pytest
 pytest.importorskip("tensorflow", reason="TensorFlow is an optional extra (pip install pslbridge[tf])")
 
 from experiments.mnist_add import runner as mnist_add_runner  # noqa: E402
-from experiments.mnist_add.runner import Setting, WeightAverage  # noqa: E402
+from experiments.mnist_add.runner import Setting  # noqa: E402
 from pslbridge.examples.mnist_addition import lenet  # noqa: E402
 from pslbridge.training import set_seed  # noqa: E402
 
 TINY = {"digits": 1, "additions": 20, "test_additions": 20, "val_additions": 20, "steps_per_epoch": 4}
 
 
-def test_weight_average_is_the_bias_corrected_exponential_average():
-    """Oracle: the closed form sum_i (1 - m) m^(t-1-i) w_i / (1 - m^t) over a random weight sequence."""
+def test_selection_keeps_the_averaged_network_and_training_the_raw_one(mnist, jvm_started):
+    """Oracle: the moving average computed here from the raw weights after every step (Keras' ``use_ema``: the
+    first step's weights, then ``m * average + (1 - m) * raw``). Two epochs of 4 steps: each epoch's selected
+    weights are that epoch's average, and the second epoch's average still matches, so it trained on from the
+    raw weights (had it stepped from the swapped-in average, the optimizer's average would hold the raw ones)."""
     import keras
 
-    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
-    average, momentum = WeightAverage(model, 0.8), 0.8
-    rng = np.random.default_rng(0)
-    history = []
-    for _ in range(7):
-        weights = [rng.normal(size=w.shape).astype(np.float32) for w in model.get_weights()]
-        model.set_weights(weights)
-        average.update()
-        history.append(weights)
-    t = len(history)
-    for k, got in enumerate(average.weights()):
-        expected = sum((1 - momentum) * momentum ** (t - 1 - i) * h[k] for i, h in enumerate(history))
-        np.testing.assert_allclose(got, expected / (1 - momentum**t), rtol=1e-5)
-    with pytest.raises(ValueError, match="weight_average"):
-        WeightAverage(model, 1.0)
-
-
-def test_selection_keeps_the_averaged_network_and_training_the_raw_one(mnist, jvm_started):
-    """One epoch: the selected (only) epoch's weights are the average, while the model trains on raw weights."""
     from experiments.mnist_add.runner import NeuPSLRun, split_data
 
-    setting = Setting(**TINY, epochs=1, weight_average=0.5)
+    momentum = 0.5
+    setting = Setting(**TINY, epochs=2, weight_average=momentum)
     run = NeuPSLRun(setting, 0, 3, split_data(setting, 0, 3, mnist[1], mnist[3]), mnist)
+    raws, selected = [], []
+    run.callbacks.append(
+        keras.callbacks.LambdaCallback(on_train_batch_end=lambda batch, logs: raws.append(run.model.get_weights()))
+    )
+    run.on_epoch = lambda epoch, logs: selected.append(run.model.get_weights())
     try:
         run.fit()
-        averaged, raw = run.average.weights(), run.model.get_weights()
-        assert run.average.updates == 4 and run.best["epoch"] == 0
-        for best, avg in zip(run.best["weights"], averaged):
-            np.testing.assert_allclose(best, avg, rtol=1e-6)
-        assert any(not np.allclose(a, r) for a, r in zip(averaged, raw))
+        assert len(raws) == 8 and len(selected) == 2
+        average = raws[0]
+        for step, raw in enumerate(raws[1:], start=1):
+            average = [momentum * a + (1 - momentum) * r for a, r in zip(average, raw)]
+            if step == 3:  # end of the first epoch
+                for got, want in zip(selected[0], average):
+                    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+        for got, want in zip(selected[1], average):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+        assert any(not np.allclose(a, r) for a, r in zip(average, raws[-1]))  # averaged, not the raw weights
     finally:
         run.close()
+
+
+def test_weight_average_outside_zero_to_one_is_refused():
+    from experiments.mnist_add.runner import network_optimizer
+
+    with pytest.raises(ValueError, match="weight_average"):
+        network_optimizer(Setting(weight_average=1.0))
 
 
 @pytest.mark.slow

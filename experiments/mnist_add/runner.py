@@ -28,11 +28,10 @@ Example:
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from dataclasses import fields as dataclass_fields
 from pathlib import Path
@@ -73,7 +72,6 @@ __all__ = [
     "Setting",
     "EvalPrograms",
     "NeuPSLRun",
-    "WeightAverage",
     "decode_sums",
     "default_setting",
     "initial_network",
@@ -163,9 +161,10 @@ class Setting:
             and is set to 0, so a run without a prior is named, keyed and described as one.
         shift: Data augmentation: training images move by up to this fraction of their size (0: off; see
             :func:`~pslbridge.examples.mnist_addition.lenet`).
-        weight_average: Momentum of an exponential moving average of the network's weights (0: off). When on,
-            validation, model selection and the test use the averaged weights (bias-corrected, updated after
-            every step); training continues from the raw ones.
+        weight_average: Momentum of an exponential moving average of the network's weights (0: off): Keras'
+            ``use_ema`` (the average starts at the first step's weights and is updated after every step) with
+            ``keras.callbacks.SwapEMAWeights``. When on, validation, model selection and the test use the
+            averaged weights; training continues from the raw ones within a ``fit``.
         baseline_epochs: Epochs of the CNN baseline (early stopping on validation, patience 10).
         model: MNIST-Add2 rule file: ``"figure"`` (paper figure) or ``"neupsl"`` (authors' experiment form).
         batches: Mini-batches of training additions (1 = the paper's full batch); each is its own ground
@@ -351,6 +350,9 @@ def network_optimizer(setting: Setting, programs: int = 1) -> Any:
         0.001
         >>> network_optimizer(Setting(weight_decay=0.05)).weight_decay, network_optimizer(Setting()).weight_decay
         (0.05, None)
+        >>> opt = network_optimizer(Setting(weight_average=0.9))  # Keras' own moving average of the weights
+        >>> opt.use_ema, opt.ema_momentum
+        (True, 0.9)
     """
     import keras
 
@@ -360,7 +362,10 @@ def network_optimizer(setting: Setting, programs: int = 1) -> Any:
         rate = keras.optimizers.schedules.CosineDecay(setting.learning_rate, decay_steps=steps)
     if setting.weight_decay < 0:
         raise ValueError(f"weight_decay must be >= 0, got {setting.weight_decay}")
-    return keras.optimizers.Adam(rate, weight_decay=setting.weight_decay or None)
+    if not 0.0 <= setting.weight_average < 1.0:
+        raise ValueError(f"weight_average must lie in [0, 1), got {setting.weight_average}")
+    average = {"use_ema": True, "ema_momentum": setting.weight_average} if setting.weight_average else {}
+    return keras.optimizers.Adam(rate, weight_decay=setting.weight_decay or None, **average)
 
 
 def sharpen(probs: np.ndarray, temperature: float) -> np.ndarray:
@@ -598,62 +603,6 @@ def _solver_options(reasoner: str, iterations: int | None) -> dict[str, str]:
     return {("duallcqp" if reasoner == "dualbcd" else "admmreasoner") + ".maxiterations": str(iterations)}
 
 
-class WeightAverage:
-    """Bias-corrected exponential moving average of a Keras model's weights.
-
-    Args:
-        model: The model whose weights are averaged.
-        momentum: Weight of the old average at each update (0 < momentum < 1).
-
-    Example:
-        >>> import keras
-        >>> model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1, use_bias=False)])
-        >>> average = WeightAverage(model, 0.5)
-        >>> for w in (1.0, 3.0):
-        ...     model.set_weights([np.array([[w]])])
-        ...     average.update()
-        >>> round(float(average.weights()[0][0, 0]), 4)  # (0.25 * 1 + 0.5 * 3) / (1 - 0.5 ** 2)
-        2.3333
-        >>> with average.swapped():
-        ...     round(float(model.get_weights()[0][0, 0]), 4)
-        2.3333
-        >>> float(model.get_weights()[0][0, 0])  # the raw weights are back
-        3.0
-    """
-
-    def __init__(self, model: Any, momentum: float) -> None:
-        if not 0.0 < momentum < 1.0:
-            raise ValueError(f"weight_average must lie in (0, 1), got {momentum}")
-        self.model, self.momentum = model, momentum
-        self.sums = [np.zeros_like(w, dtype=np.float64) for w in model.get_weights()]
-        self.updates = 0
-
-    def update(self) -> None:
-        """Fold the model's current weights into the average."""
-        m = self.momentum
-        for total, w in zip(self.sums, self.model.get_weights()):
-            total *= m
-            total += (1.0 - m) * w
-        self.updates += 1
-
-    def weights(self) -> list[np.ndarray]:
-        """The averaged weights (the model's own before the first update)."""
-        if not self.updates:
-            return self.model.get_weights()
-        scale = 1.0 / (1.0 - self.momentum**self.updates)
-        return [(total * scale).astype(w.dtype) for total, w in zip(self.sums, self.model.get_weights())]
-
-    @contextlib.contextmanager
-    def swapped(self) -> Iterator[None]:
-        """Run the body with the averaged weights in the model, then put the raw ones back."""
-        raw = self.model.get_weights()
-        self.model.set_weights(self.weights())
-        try:
-            yield
-        finally:
-            self.model.set_weights(raw)
-
-
 def initial_network(setting: Setting, seed: int, split: int, restarts: int = 0) -> Any:
     """A split's LeNet before training, drawn from ``seed + split`` (``+ RESTART_SEED_STEP * restarts`` after restarts).
 
@@ -735,7 +684,8 @@ class NeuPSLRun:
         self.curve: list[tuple[float, float]] = []  # (seconds of learning so far, test sum accuracy)
         #: Called after every epoch with the epoch and its validation logs (``val_score``: what selection uses).
         self.on_epoch: Callable[[int, dict[str, float]], None] | None = None
-        self.average = WeightAverage(self.model, setting.weight_average) if setting.weight_average else None
+        #: More Keras callbacks for every ``fit`` of the run (e.g. ``keras.callbacks.TensorBoard``).
+        self.callbacks: list[Any] = []
 
     def evaluate(self) -> dict[str, float]:
         """Validation metrics of the current network (model selection uses these only)."""
@@ -809,16 +759,14 @@ class NeuPSLRun:
             step_times.append(-time.perf_counter())
 
         def batch_end(batch: int, logs: Any = None) -> None:
-            if self.average is not None:
-                self.average.update()
             step_times[-1] += time.perf_counter()
 
         def epoch_end(epoch: int, logs: dict[str, float]) -> None:
-            # With a weight average, validation, selection (and the curve) see the averaged network.
-            with self.average.swapped() if self.average is not None else contextlib.nullcontext():
-                logs.update(self.evaluate())
-                epoch_steps.append(len(step_times))
-                self.select(epoch, logs)
+            # With a weight average, SwapEMAWeights (called first) has put the averaged weights in the network:
+            # validation, selection and the curve see them; the raw ones are back at the next epoch's start.
+            logs.update(self.evaluate())
+            epoch_steps.append(len(step_times))
+            self.select(epoch, logs)
             self.trained_epochs = epoch + 1  # of the current start
             stalled = epoch - self.attempt_best >= setting.patience
             if setting.patience and epoch + 1 >= setting.epochs and stalled:
@@ -829,7 +777,9 @@ class NeuPSLRun:
         )
 
         def train(model: Any, first: int, last: int) -> None:
-            logs = model.fit(data, initial_epoch=first, epochs=last, verbose=0, callbacks=[callback]).history
+            swap = [keras.callbacks.SwapEMAWeights(swap_on_epoch=True)] if setting.weight_average else []
+            callbacks = [*swap, callback, *self.callbacks]
+            logs = model.fit(data, initial_epoch=first, epochs=last, verbose=0, callbacks=callbacks).history
             for key, values in logs.items():
                 history.setdefault(key, []).extend(values)
 
@@ -858,8 +808,6 @@ class NeuPSLRun:
                 setting.max_restarts,
             )
             self.model = initial_network(setting, self.seed, self.split, self.restarts)
-            if setting.weight_average:
-                self.average = WeightAverage(self.model, setting.weight_average)
         self.learn_time = time.perf_counter() - self.started - self.paused
         # Per-epoch mean step and PSL times (the first epoch's include tracing the step), every attempt in order.
         bounds = [0, *epoch_steps]
