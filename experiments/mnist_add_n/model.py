@@ -1,0 +1,202 @@
+"""MNIST-Add-N data (the A-NeSI protocol) and its NeuPSL model, built with ``ModelSpec.from_python``.
+
+An addition is two N-digit numbers, one MNIST image per digit, labelled only by their sum. Its program has one
+block per place (:file:`mnist-add-n.psl`): the two digits and the carry in make a latent total (0..19), whose
+last digit is the label's digit at that place and whose tens digit is the carry into the next. The ground
+program grows linearly in N and every addition is its own connected component, so training programs are
+mini-batches of additions (:func:`pslbridge.batching.component_batches`).
+
+Example:
+    >>> labels = np.arange(40) % 10
+    >>> data = make_additions_n(labels, np.arange(40), 2, np.random.default_rng(0))
+    >>> data.n_additions, data.images.shape, data.sum_digits.shape  # 40 images, 4 per addition
+    (10, (10, 2, 2), (10, 3))
+    >>> spec = addition_n_spec(data.take(range(2)), phase="learn")
+    >>> len(spec.tables("PlaceSum", "targets")[0])  # 2 additions x 2 places x 20 totals
+    80
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pslbridge.model import ModelSpec, NeuralSpec, PredicateSpec
+
+__all__ = ["FORMS", "AdditionsN", "addition_n_spec", "helper_rows", "make_additions_n", "sum_digits"]
+
+_HERE = Path(__file__).resolve().parent
+#: Rule files by form name: ``carry`` (one digit-pair rule per place) and ``pairs`` (with its two negated forms).
+FORMS = {"carry": _HERE / "mnist-add-n.psl", "pairs": _HERE / "mnist-add-n-pairs.psl"}
+
+
+def sum_digits(numbers: np.ndarray) -> np.ndarray:
+    """The digits of the sum of two numbers given as digit arrays, ones place first, with the final carry.
+
+    Args:
+        numbers: ``(n, 2, N)`` digits, ``numbers[k, i, p]`` the digit at place ``p`` (0 = ones) of number ``i``.
+
+    Returns:
+        ``(n, N + 1)`` digits of each sum, ones place first.
+
+    Example:
+        >>> sum_digits(np.array([[[9, 5], [3, 4]]])).tolist()  # 59 + 43 = 102 (ones first)
+        [[2, 0, 1]]
+    """
+    n, _, places = numbers.shape
+    out = np.zeros((n, places + 1), dtype=np.int64)
+    carry = np.zeros(n, dtype=np.int64)
+    for p in range(places):
+        total = numbers[:, 0, p] + numbers[:, 1, p] + carry
+        out[:, p], carry = total % 10, total // 10
+    out[:, places] = carry
+    return out
+
+
+@dataclass(frozen=True)
+class AdditionsN:
+    """N-digit additions over a pool of images.
+
+    Attributes:
+        images: ``(n, 2, N)`` entity ids of the digit images, ones place first (entity ``e`` is ``pool[e]``).
+        pool: MNIST indexes of the entities' images.
+        digits: ``(n, 2, N)`` the true digits (for digit accuracy only; never a training label).
+        sum_digits: ``(n, N + 1)`` the label: the sum's digits, ones place first.
+
+    Example:
+        >>> data = make_additions_n(np.arange(20) % 10, np.arange(20), 1, np.random.default_rng(0))
+        >>> data.take([0, 1]).n_additions, data.places
+        (2, 1)
+    """
+
+    images: np.ndarray
+    pool: np.ndarray
+    digits: np.ndarray
+    sum_digits: np.ndarray
+
+    @property
+    def n_additions(self) -> int:
+        """Number of additions."""
+        return int(self.images.shape[0])
+
+    @property
+    def places(self) -> int:
+        """N, the digits of each number."""
+        return int(self.images.shape[2])
+
+    def take(self, rows: Iterable[int]) -> AdditionsN:
+        """The additions at ``rows`` (same pool and entity ids)."""
+        index = np.asarray(list(rows), dtype=np.int64)
+        return AdditionsN(self.images[index], self.pool, self.digits[index], self.sum_digits[index])
+
+    def correct_sums(self, predicted: np.ndarray) -> np.ndarray:
+        """Whether each predicted ``(n, N + 1)`` sum-digit array is the whole sum."""
+        return (np.asarray(predicted) == self.sum_digits).all(axis=1)
+
+
+def make_additions_n(labels: np.ndarray, pool: np.ndarray, places: int, rng: np.random.Generator) -> AdditionsN:
+    """Draw ``len(pool) // (2 N)`` additions from the images ``pool`` without replacement (A-NeSI's protocol).
+
+    Args:
+        labels: MNIST labels of the split the pool indexes.
+        pool: MNIST indexes to draw from (each used at most once; leftovers are dropped).
+        places: N.
+        rng: Seeded generator.
+
+    Example:
+        >>> data = make_additions_n(np.arange(30) % 10, np.arange(30), 2, np.random.default_rng(1))
+        >>> data.n_additions, len(set(data.pool[data.images.ravel()].tolist()))  # 28 distinct images
+        (7, 28)
+    """
+    if places < 1:
+        raise ValueError(f"places must be >= 1, got {places}")
+    count = len(pool) // (2 * places)
+    chosen = rng.permutation(np.asarray(pool))[: count * 2 * places]
+    images = np.arange(count * 2 * places, dtype=np.int64).reshape(count, 2, places)
+    digits = np.asarray(labels)[chosen][images].astype(np.int64)
+    return AdditionsN(images, chosen, digits, sum_digits(digits))
+
+
+def helper_rows() -> dict[str, list[tuple[int, ...]]]:
+    """The value tables every program shares: totals of two digits and a carry, and a total's digit and carry.
+
+    Example:
+        >>> rows = helper_rows()
+        >>> len(rows["Add3"]), (13, 3) in rows["TotalDigit"], (13, 1) in rows["TotalCarry"], len(rows["CanMake"])
+        (200, True, True, 200)
+    """
+    add3 = [(x, y, c, x + y + c) for x in range(10) for y in range(10) for c in (0, 1)]
+    can_make = sorted({(x, z) for x, _, _, z in add3})
+    return {
+        "Add3": add3,
+        "TotalDigit": [(z, z % 10) for z in range(20)],
+        "TotalCarry": [(z, z // 10) for z in range(20)],
+        "CanMake": can_make,
+    }
+
+
+def addition_n_spec(data: AdditionsN, *, labelled: bool = True, phase: str = "learn", form: str = "carry") -> ModelSpec:
+    """The NeuPSL program of ``data``: place blocks with latent totals and carries.
+
+    Args:
+        data: The additions.
+        labelled: Give the sums' digits as truth (training); otherwise they are inferred (test).
+        phase: ``"learn"`` or ``"infer"``.
+        form: A key of :data:`FORMS`.
+
+    Raises:
+        ValueError: ``form`` is not a key of :data:`FORMS`.
+
+    Example:
+        >>> data = make_additions_n(np.arange(8) % 10, np.arange(8), 2, np.random.default_rng(0))
+        >>> spec = addition_n_spec(data, labelled=False, phase="infer")
+        >>> len(spec.tables("SumDigit", "targets")[0]), len(spec.tables("Carry", "targets")[0])  # 2x2x10, 2x2x2
+        (40, 8)
+    """
+    if form not in FORMS:
+        raise ValueError(f"unknown MNIST-Add-N form {form!r}; choose one of {sorted(FORMS)}")
+    n, places = data.n_additions, data.places
+    ints = ["UniqueIntID"]
+    helpers = {**helper_rows(), "Next": [(p, p + 1) for p in range(places)]}
+    preds = {
+        "Neural": PredicateSpec("Neural", 2, ints * 2, neural=NeuralSpec(10, [0])),
+        "Place": PredicateSpec("Place", 4, ints * 4),
+        "Carry": PredicateSpec("Carry", 3, ints * 3),
+        "PlaceSum": PredicateSpec("PlaceSum", 3, ints * 3),
+        "SumDigit": PredicateSpec("SumDigit", 3, ints * 3),
+        **{name: PredicateSpec(name, len(rows[0]), ints * len(rows[0])) for name, rows in helpers.items()},
+    }
+    adds = range(n)
+    place_rows = [(a, p, int(data.images[a, 0, p]), int(data.images[a, 1, p])) for a in adds for p in range(places)]
+    sum_rows = [(a, p, d) for a in adds for p in range(places) for d in range(10)]
+    top = [(a, places, c) for a in adds for c in (0, 1)]
+    middle = [(a, p, c) for a in adds for p in range(1, places) for c in (0, 1)]
+    truth = None
+    if labelled:
+        labels = data.sum_digits
+        truth = {
+            "SumDigit": [(a, p, d, float(labels[a, p] == d)) for a, p, d in sum_rows],
+            "Carry": [(a, p, c, float(labels[a, p] == c)) for a, p, c in top],
+        }
+    entities = sorted({i for _, _, i1, i2 in place_rows for i in (i1, i2)})
+    spec = ModelSpec.from_python(
+        rules=FORMS[form].read_text(),
+        predicates=preds,
+        observations={
+            "Place": place_rows,
+            "Carry": [(a, 0, c, float(c == 0)) for a in adds for c in (0, 1)],
+            **helpers,
+        },
+        targets={
+            "Neural": [(e, d) for e in entities for d in range(10)],
+            "PlaceSum": [(a, p, z) for a in adds for p in range(places) for z in range(20)],
+            "SumDigit": sum_rows,
+            "Carry": middle + top,
+        },
+        truth=truth,
+    )
+    spec.phase = phase
+    return spec

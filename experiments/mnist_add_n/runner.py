@@ -1,0 +1,360 @@
+"""MNIST-Add-N (N = 4, 15, 100): NeuPSL on the field's scalability benchmark, A-NeSI's protocol.
+
+For N digits a split draws ``train_images / (2 N)`` training additions and ``10,000 / (2 N)`` test additions
+without replacement from MNIST train and test; ``val_images`` training images are set aside first for validation
+additions (model selection). Training programs are mini-batches of ``additions_per_batch`` additions, found as
+connected components by :func:`pslbridge.batching.component_batches`, each its own resident program; the
+network is trained with :class:`pslbridge.keras.NeuPSLModel` until ``epochs`` or ``minutes`` of training, whichever
+comes first. After every epoch the network decodes the validation sums (each digit its argmax, added exactly)
+and the best epoch's network is kept. The test reports the sum accuracy decoded that way and by PSL inference
+over the test programs, the digit accuracy and a test-accuracy-against-training-time curve (never used to choose).
+
+Run ``python -m experiments mnist-add-n --preset n4 --splits 3 --seed 7`` (or ``make reproduce-mnist-add-n``);
+rows go to ``<out>/results.csv``, the table to ``<out>/results.md``.
+
+Example:
+    >>> setting = Setting(places=2, train_images=160, val_images=40, test_images=40, epochs=1, psl_test=False)
+    >>> row = run_split(setting, split=0, seed=3)
+    >>> row["method"], row["train_additions"], row["test_additions"], 0 <= row["sum_acc"] <= 100
+    ('NeuPSL', 40, 10, True)
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pslbridge.batching import component_batches
+from pslbridge.bridge import Bridge
+from pslbridge.datasets.mnist import load_mnist
+from pslbridge.examples.mnist_addition import lenet, prepare_images
+from pslbridge.neural_inputs import entity_keys
+from pslbridge.training import set_seed
+
+from ..arguments import DefaultsHelpFormatter, positive_int
+from ..harness import failed_row, finish_table, plain, run_splits
+from ..presets import by_name, load_presets
+from ..reporting import WholeRun, append_csv, mean_std, non_defaults, read_groups, write_rows
+from ..sweep import BASE_MEMORY_MB, RayOptions, Run, add_ray_arguments, run_digest, workers_text
+from .model import AdditionsN, addition_n_spec, make_additions_n, sum_digits
+
+__all__ = ["PRESETS", "BEST_REPORTED", "Setting", "main", "run_split", "run_split_task", "split_data", "write_table"]
+
+PRESETS = load_presets(Path(__file__).parent / "presets")
+#: Best reported sum accuracy (%) and training minutes (DeepProofLog, AAAI 2026, Table 1).
+BEST_REPORTED = {4: (94.0, 25.4), 15: (80.8, 41.8), 100: (37.8, 105.8)}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One MNIST-Add-N setting: every field a preset holds.
+
+    Attributes:
+        places: N, the digits of each number.
+        train_images: MNIST training images the training additions are drawn from (after the validation slice).
+        val_images: Training images set aside for validation additions.
+        test_images: MNIST test images the test additions are drawn from (10,000: the protocol's).
+        form: Rule file (:data:`experiments.mnist_add_n.model.FORMS`).
+        additions_per_batch: Additions per training program (one learning step each).
+        epochs: Passes over the training programs, at most.
+        minutes: Training time limit in minutes (0: none); checked after every epoch.
+        learning_rate: Adam's learning rate.
+        admm_iterations: ADMM cap of a learning step (warm-started from the program's previous solve).
+        test_admm_iterations: ADMM cap of the test programs' inference.
+        shift: Training images move by up to this fraction of their size (0: off).
+        psl_test: Also decode the test sums by PSL inference (besides the network's digits).
+        curve: Record test sum accuracy after every epoch (timer paused; never used to choose).
+        test_per_program: Test additions per inference program.
+        heap: The JVM's maximum heap (``-Xmx``), applied if this process has not started Java yet.
+    """
+
+    places: int = 4
+    train_images: int = 55000
+    val_images: int = 5000
+    test_images: int = 10000
+    form: str = "carry"
+    additions_per_batch: int = 100
+    epochs: int = 10
+    minutes: float = 0.0
+    learning_rate: float = 1e-3
+    admm_iterations: int = 50
+    test_admm_iterations: int = 500
+    shift: float = 0.0
+    psl_test: bool = True
+    curve: bool = True
+    test_per_program: int = 200
+    heap: str = "4g"
+
+    @property
+    def name(self) -> str:
+        """Row label, e.g. ``add-n4``."""
+        return f"add-n{self.places}"
+
+
+def split_data(setting: Setting, split: int, seed: int, y_train: np.ndarray, y_test: np.ndarray) -> tuple:
+    """``(train, val, test)`` :class:`~experiments.mnist_add_n.model.AdditionsN` of one split (seed ``seed + split``).
+
+    Example:
+        >>> labels = np.arange(1000) % 10
+        >>> train, val, test = split_data(Setting(places=2, train_images=400, val_images=100), 0, 0, labels, labels)
+        >>> train.n_additions, val.n_additions, test.n_additions
+        (100, 25, 2500)
+    """
+    rng = np.random.default_rng([seed, split])
+    order = rng.permutation(len(y_train))
+    val_pool, train_pool = order[: setting.val_images], order[setting.val_images :][: setting.train_images]
+    train = make_additions_n(y_train, train_pool, setting.places, rng)
+    val = make_additions_n(y_train, val_pool, setting.places, rng)
+    test = make_additions_n(y_test, rng.permutation(len(y_test))[: setting.test_images], setting.places, rng)
+    return train, val, test
+
+
+def _network_sums(model: Any, data: AdditionsN, images: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each addition's sum decoded from the network's argmax digits, and those digits ``(n, 2, N)``."""
+    probs = np.asarray(model.predict(images, batch_size=2000, verbose=0))
+    digits = probs.argmax(1)[data.images]
+    return sum_digits(digits), digits
+
+
+def _psl_sums(model: Any, data: AdditionsN, images: np.ndarray, setting: Setting) -> np.ndarray:
+    """Each addition's sum decoded by MAP inference (argmax of every place's digit and of the last carry)."""
+    probs = np.asarray(model.predict(images, batch_size=2000, verbose=0))
+    out = np.zeros_like(data.sum_digits)
+    options = {"admmreasoner.maxiterations": str(setting.test_admm_iterations)}
+    for lo in range(0, data.n_additions, setting.test_per_program):
+        part = data.take(range(lo, min(lo + setting.test_per_program, data.n_additions)))
+        with Bridge(addition_n_spec(part, labelled=False, phase="infer", form=setting.form), options=options) as bridge:
+            keys = [int(k) for k in entity_keys(bridge.entities("Neural"))]
+            result = bridge.infer({"Neural": probs[keys]})
+            for name in ("SumDigit", "Carry"):  # every place's digit; the carries: only the top one is the sum's
+                best = result.argmax(name).astype({"arg0": int, "arg1": int, "arg2": int})
+                if name == "Carry":
+                    best = best[best["arg1"] == data.places]
+                out[lo + best["arg0"].to_numpy(), best["arg1"].to_numpy()] = best["arg2"].to_numpy()
+    return out
+
+
+def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
+    """Train and test one split; the result row (with its curve and per-epoch history)."""
+    import keras
+
+    from pslbridge import jvm
+    from pslbridge.keras import NeuPSLModel, ProgramData
+
+    start = time.perf_counter()
+    if not jvm.is_started():
+        jvm.configure(max_heap=setting.heap)
+    x_train, y_train, x_test, y_test = load_mnist()
+    train, val, test = split_data(setting, split, seed, y_train, y_test)
+    set_seed(seed + split)
+    network = lenet(learning_rate=setting.learning_rate, shift=setting.shift)
+    t0 = time.perf_counter()
+    options = {"admmreasoner.maxiterations": str(setting.admm_iterations)}
+    batches = component_batches(
+        addition_n_spec(train, form=setting.form),
+        {"Neural": (range(len(train.pool)), prepare_images(x_train[train.pool]))},
+        setting.additions_per_batch,
+        entities={"Place": [0]},
+        seed=seed + split,
+        options=options,
+    )
+    build_s = time.perf_counter() - t0
+    val_images, test_images = prepare_images(x_train[val.pool]), prepare_images(x_test[test.pool])
+    best = {"acc": -1.0, "epoch": -1, "weights": network.get_weights()}
+    history: dict[str, list[float]] = {"val_sum_acc": [], "energy": [], "seconds": []}
+    curve: list[tuple[float, float]] = []
+    clock = {"start": time.perf_counter(), "paused": 0.0}
+
+    def epoch_end(epoch: int, logs: dict[str, float]) -> None:
+        paused = time.perf_counter()
+        seconds = paused - clock["start"] - clock["paused"]  # training time so far; evaluation is not counted
+        accuracy = 100 * float(val.correct_sums(_network_sums(network, val, val_images)[0]).mean())
+        if accuracy > best["acc"]:
+            best.update(acc=accuracy, epoch=epoch, weights=network.get_weights())
+        if setting.curve:
+            curve.append((seconds, 100 * float(test.correct_sums(_network_sums(network, test, test_images)[0]).mean())))
+        clock["paused"] += time.perf_counter() - paused
+        history["val_sum_acc"].append(accuracy)
+        history["energy"].append(float(logs.get("energy", logs.get("loss", np.nan))))
+        history["seconds"].append(seconds)
+        if setting.minutes and seconds >= 60 * setting.minutes:
+            model.stop_training = True
+
+    model = NeuPSLModel({"Neural": network})
+    model.compile(optimizer=keras.optimizers.Adam(setting.learning_rate))
+    try:
+        model.fit(
+            ProgramData(batches, seed=seed + split),
+            epochs=setting.epochs,
+            verbose=0,
+            callbacks=[keras.callbacks.LambdaCallback(on_epoch_end=epoch_end)],
+        )
+    finally:
+        for bridge, _ in batches:
+            bridge.close()
+    learn_s = time.perf_counter() - clock["start"] - clock["paused"]
+    network.set_weights(best["weights"])
+    t1 = time.perf_counter()
+    decoded, digits = _network_sums(network, test, test_images)
+    psl = _psl_sums(network, test, test_images, setting) if setting.psl_test else None
+    return {
+        **asdict(setting),
+        "setting": setting.name,
+        "split": split,
+        "seed": seed,
+        "method": "NeuPSL",
+        "sum_acc": 100 * float(test.correct_sums(decoded).mean()),
+        "psl_sum_acc": None if psl is None else 100 * float(test.correct_sums(psl).mean()),
+        "digit_acc": 100 * float((digits == test.digits).mean()),
+        "val_sum_acc": best["acc"],
+        "best_epoch": best["epoch"],
+        "trained_epochs": len(history["val_sum_acc"]),
+        "train_additions": train.n_additions,
+        "test_additions": test.n_additions,
+        "build_s": build_s,
+        "learn_s": learn_s,
+        "test_s": time.perf_counter() - t1,
+        "wall_s": time.perf_counter() - start,
+        "curve": curve,
+        "history": history,
+    }
+
+
+def run_split_task(setting: dict[str, Any], split: int, seed: int) -> dict[str, Any]:
+    """:func:`run_split` as a sweep run: plain arguments in, JSON-serialisable row out."""
+    return {"row": plain(run_split(Setting(**setting), split, seed))}
+
+
+_FIELDS = [
+    "setting",
+    "split",
+    "seed",
+    "method",
+    "sum_acc",
+    "psl_sum_acc",
+    "digit_acc",
+    "val_sum_acc",
+    "best_epoch",
+    "trained_epochs",
+    "train_additions",
+    "test_additions",
+    "build_s",
+    "learn_s",
+    "test_s",
+    "wall_s",
+    *Setting.__dataclass_fields__,
+]
+
+
+def run_setting(
+    setting: Setting, splits: int, seed: int, out: Path, ray: RayOptions | None = None
+) -> list[dict[str, Any]]:
+    """Run ``splits`` splits (here, or as Ray tasks); rows to ``results.csv``, curve points to ``curve.csv``."""
+    rows: list[dict[str, Any]] = []
+
+    def record(run: Run, result: dict[str, Any]) -> None:
+        if "error" in result:
+            identity = {"setting": setting.name, "split": run.kwargs["split"], "seed": seed, **asdict(setting)}
+            rows.extend(write_rows(out / "results.csv", [failed_row(identity, result)], _FIELDS))
+            return
+        row = dict(result["row"])
+        for seconds, accuracy in row.pop("curve"):
+            point = {"setting": setting.name, "split": row["split"], "seed": seed, "seconds": seconds}
+            append_csv(out / "curve.csv", {**point, "test_sum_acc": accuracy}, [*point, "test_sum_acc"])
+        row.pop("history")
+        rows.extend(write_rows(out / "results.csv", [row], _FIELDS))
+
+    arguments = {"setting": asdict(setting), "seed": seed}
+    runs = [
+        Run(
+            f"{setting.name}-split{split}-{run_digest(arguments)}",
+            "experiments.mnist_add_n.runner:run_split_task",
+            {**arguments, "split": split},
+            BASE_MEMORY_MB + _megabytes(setting.heap),
+        )
+        for split in range(splits)
+    ]
+    run_splits(runs, out, ray, record)
+    return rows
+
+
+def _megabytes(heap: str) -> int:
+    """``-Xmx`` text in MB (``"4g"`` -> 4096)."""
+    scale = {"g": 1024, "m": 1, "k": 1 / 1024}
+    return int(float(heap[:-1]) * scale[heap[-1].lower()]) if heap[-1].lower() in scale else int(heap) // 2**20
+
+
+def write_table(out: Path) -> str:
+    """Summarise ``results.csv`` into ``results.md``.
+
+    Example:
+        >>> import tempfile
+        >>> out = Path(tempfile.mkdtemp())
+        >>> row = {"setting": "add-n4", "split": 0, "seed": 7, "method": "NeuPSL", "sum_acc": 90.0,
+        ...        "psl_sum_acc": 89.0, "digit_acc": 98.7, "learn_s": 1500, **asdict(Setting())}
+        >>> _ = write_rows(out / "results.csv", [row], _FIELDS)
+        >>> [line for line in write_table(out).splitlines() if line.startswith("| add-n4")]
+        ['| add-n4 | 7 | 1 | 90.00 | 89.00 | 98.70 | 25.0 | 94.0 (25.4 min) | |']
+    """
+    lines = [
+        "# MNIST-Add-N results (test sum accuracy %, mean ± std over splits)",
+        "",
+        "| setting | seed | splits | sum accuracy (network digits) | sum accuracy (PSL inference) | digit accuracy | "
+        "training min | best reported | options |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for (name, seed, *_), group in read_groups(
+        out / "results.csv", ["setting", "seed", *Setting.__dataclass_fields__]
+    ).items():
+        group = [r for r in group if not r.get("error")]
+        if not group:
+            continue
+
+        def values(key: str, rows: list[dict[str, str]] = group) -> list[float]:
+            return [float(r[key]) for r in rows if r.get(key) not in (None, "")]
+
+        places = int(group[0]["places"])
+        best = BEST_REPORTED.get(places)
+        preset = next((p for p in PRESETS if p.fields.get("places") == places), None)
+        options = non_defaults(group[0], {**asdict(Setting()), **(preset.fields if preset else {})})
+        lines.append(
+            f"| {name} | {seed} | {len(group)} | {mean_std(values('sum_acc'))} | "
+            f"{mean_std(values('psl_sum_acc')) if values('psl_sum_acc') else '–'} | {mean_std(values('digit_acc'))} | "
+            f"{np.mean(values('learn_s')) / 60:.1f} | {f'{best[0]} ({best[1]} min)' if best else '–'} | {options} |"
+        )
+    return finish_table(out, lines, ["setting", "split"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point (``python -m experiments mnist-add-n ...``)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m experiments mnist-add-n",
+        description="MNIST-Add-N (A-NeSI's protocol): NeuPSL on N-digit additions.",
+        formatter_class=DefaultsHelpFormatter,
+    )
+    parser.add_argument("--preset", default="n4", choices=[p.name for p in PRESETS], help="the setting's preset")
+    parser.add_argument("--splits", type=positive_int, default=3, help="splits (each its own data and network)")
+    parser.add_argument("--seed", type=int, default=7, help="base seed of the splits")
+    parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE", help="override preset fields")
+    parser.add_argument("--out", type=Path, default=Path("out/mnist-add-n"), help="results folder")
+    add_ray_arguments(parser)
+    args = parser.parse_args(argv)
+    ray = RayOptions.from_args(args, parser)
+    setting = Setting(**by_name(PRESETS, args.preset).fields)
+    types = {f.name: type(getattr(setting, f.name)) for f in fields(Setting)}
+    for item in args.set:
+        key, _, text = item.partition("=")
+        if key not in types:
+            parser.error(f"--set {item}: no field {key!r} (fields: {', '.join(types)})")
+        value = text.lower() in ("1", "true", "yes") if types[key] is bool else types[key](text)
+        setting = replace(setting, **{key: value})
+    whole = WholeRun("mnist-add-n", argv, args.seed, 0, args.splits, args.splits, workers_text(ray))
+    rows = run_setting(setting, args.splits, args.seed, args.out, ray)
+    whole.record(args.out, ran=len(rows))
+    print(write_table(args.out))
+    return 0
