@@ -26,7 +26,7 @@ export PSLBRIDGE_JAR_DIR ?= $(CURDIR)/jars
 export PSLBRIDGE_DATA ?= $(CURDIR)/data/cache
 export PSLBRIDGE_PLANETOID ?= $(CURDIR)/data/planetoid
 
-.PHONY: setup fetch-jars data test test-fast docs results-page demo bench fuzz lint clean info reproduce-mnist-add reproduce-mnist-add-overlap reproduce-citation reproduce-visual-sudoku
+.PHONY: setup fetch-jars data test test-fast docs results-page demo bench fuzz lint clean info reproduce-mnist-add reproduce-mnist-add-overlap reproduce-citation reproduce-visual-sudoku reproduce-mnist-add-n
 
 setup: $(STAMP) $(JAR)
 
@@ -102,6 +102,14 @@ reproduce-citation: setup
 reproduce-visual-sudoku: setup data
 	$(PY) -m experiments visual-sudoku --puzzles 16 --unique 64 --resampled 192 --splits 5 --seed $(SEED) --out out/visual-sudoku
 	$(PY) -m experiments visual-sudoku --puzzles 16 --splits 5 --seed $(SEED) --out out/visual-sudoku
+	$(MAKE) results-page
+
+# MNIST-Add-N at N = 4, 15 and 100 (A-NeSI's protocol), 3 splits each from their presets, one after another
+# (each a time-limited run: 25, 42 and 115 minutes of training; about 9 hours in all on 2 cores).
+reproduce-mnist-add-n: setup data
+	$(PY) -m experiments mnist-add-n --preset n4 --splits 3 --seed $(SEED) --out out/mnist-add-n
+	$(PY) -m experiments mnist-add-n --preset n15 --splits 3 --seed $(SEED) --out out/mnist-add-n
+	$(PY) -m experiments mnist-add-n --preset n100 --splits 3 --seed $(SEED) --out out/mnist-add-n
 	$(MAKE) results-page
 
 # docs/results.md: below its curated table, every out/<experiment>/results.md of this checkout.

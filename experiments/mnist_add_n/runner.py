@@ -22,6 +22,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import logging
 import time
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
@@ -45,6 +46,7 @@ from .model import AdditionsN, addition_n_spec, make_additions_n, sum_digits
 
 __all__ = ["PRESETS", "BEST_REPORTED", "Setting", "main", "run_split", "run_split_task", "split_data", "write_table"]
 
+log = logging.getLogger(__name__)
 PRESETS = load_presets(Path(__file__).parent / "presets")
 #: Best reported sum accuracy (%) and training minutes (DeepProofLog, AAAI 2026, Table 1).
 BEST_REPORTED = {4: (94.0, 25.4), 15: (80.8, 41.8), 100: (37.8, 105.8)}
@@ -103,7 +105,7 @@ def split_data(setting: Setting, split: int, seed: int, y_train: np.ndarray, y_t
         >>> labels = np.arange(1000) % 10
         >>> train, val, test = split_data(Setting(places=2, train_images=400, val_images=100), 0, 0, labels, labels)
         >>> train.n_additions, val.n_additions, test.n_additions
-        (100, 25, 2500)
+        (100, 25, 250)
     """
     rng = np.random.default_rng([seed, split])
     order = rng.permutation(len(y_train))
@@ -164,6 +166,7 @@ def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
         options=options,
     )
     build_s = time.perf_counter() - t0
+    log.info("%s split %d: %d training programs built in %.0f s", setting.name, split, len(batches), build_s)
     val_images, test_images = prepare_images(x_train[val.pool]), prepare_images(x_test[test.pool])
     best = {"acc": -1.0, "epoch": -1, "weights": network.get_weights()}
     history: dict[str, list[float]] = {"val_sum_acc": [], "energy": [], "seconds": []}
@@ -182,8 +185,18 @@ def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
         history["val_sum_acc"].append(accuracy)
         history["energy"].append(float(logs.get("energy", logs.get("loss", np.nan))))
         history["seconds"].append(seconds)
-        if setting.minutes and seconds >= 60 * setting.minutes:
-            model.stop_training = True
+        log.info(
+            "%s split %d epoch %d: %.0f s, validation sum accuracy %.1f %%",
+            setting.name,
+            split,
+            epoch,
+            seconds,
+            accuracy,
+        )
+
+    def batch_end(batch: int, logs: Any = None) -> None:
+        if setting.minutes and time.perf_counter() - clock["start"] - clock["paused"] >= 60 * setting.minutes:
+            model.stop_training = True  # the epoch ends after this step: validated, selected, recorded
 
     model = NeuPSLModel({"Neural": network})
     model.compile(optimizer=keras.optimizers.Adam(setting.learning_rate))
@@ -192,7 +205,7 @@ def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
             ProgramData(batches, seed=seed + split),
             epochs=setting.epochs,
             verbose=0,
-            callbacks=[keras.callbacks.LambdaCallback(on_epoch_end=epoch_end)],
+            callbacks=[keras.callbacks.LambdaCallback(on_epoch_end=epoch_end, on_train_batch_end=batch_end)],
         )
     finally:
         for bridge, _ in batches:
@@ -293,13 +306,14 @@ def write_table(out: Path) -> str:
     """Summarise ``results.csv`` into ``results.md``.
 
     Example:
-        >>> import tempfile
+        >>> import contextlib, io, tempfile
         >>> out = Path(tempfile.mkdtemp())
         >>> row = {"setting": "add-n4", "split": 0, "seed": 7, "method": "NeuPSL", "sum_acc": 90.0,
-        ...        "psl_sum_acc": 89.0, "digit_acc": 98.7, "learn_s": 1500, **asdict(Setting())}
-        >>> _ = write_rows(out / "results.csv", [row], _FIELDS)
+        ...        "psl_sum_acc": 89.0, "digit_acc": 98.7, "learn_s": 1500, **by_name(PRESETS, "n4").fields}
+        >>> with contextlib.redirect_stdout(io.StringIO()):  # write_rows prints each row
+        ...     _ = write_rows(out / "results.csv", [row, {**row, "split": 1, "sum_acc": 92.0}], _FIELDS)
         >>> [line for line in write_table(out).splitlines() if line.startswith("| add-n4")]
-        ['| add-n4 | 7 | 1 | 90.00 | 89.00 | 98.70 | 25.0 | 94.0 (25.4 min) | |']
+        ['| add-n4 | 7 | 2 | 91.00 ± 1.41 | 89.00 ± 0.00 | 98.70 ± 0.00 | 25.0 | 94.0 (25.4 min) | defaults |']
     """
     lines = [
         "# MNIST-Add-N results (test sum accuracy %, mean ± std over splits)",
@@ -344,6 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("out/mnist-add-n"), help="results folder")
     add_ray_arguments(parser)
     args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     ray = RayOptions.from_args(args, parser)
     setting = Setting(**by_name(PRESETS, args.preset).fields)
     types = {f.name: type(getattr(setting, f.name)) for f in fields(Setting)}
