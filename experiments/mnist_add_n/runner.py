@@ -358,7 +358,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("out/mnist-add-n"), help="results folder")
     add_ray_arguments(parser)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    if not log.handlers:  # this runner's progress only: PSL's own INFO log stays quiet
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
     ray = RayOptions.from_args(args, parser)
     setting = Setting(**by_name(PRESETS, args.preset).fields)
     types = {f.name: type(getattr(setting, f.name)) for f in fields(Setting)}
