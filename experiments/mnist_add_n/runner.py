@@ -116,16 +116,19 @@ def split_data(setting: Setting, split: int, seed: int, y_train: np.ndarray, y_t
     return train, val, test
 
 
-def _network_sums(model: Any, data: AdditionsN, images: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each addition's sum decoded from the network's argmax digits, and those digits ``(n, 2, N)``."""
-    probs = np.asarray(model.predict(images, batch_size=2000, verbose=0))
+def _predict(model: Any, images: np.ndarray) -> np.ndarray:
+    """The network's digit probabilities for ``images``."""
+    return np.asarray(model.predict(images, batch_size=2000, verbose=0))
+
+
+def _network_sums(probs: np.ndarray, data: AdditionsN) -> tuple[np.ndarray, np.ndarray]:
+    """Each addition's sum decoded from the argmax digits of ``probs`` (one row per entity), and those digits."""
     digits = probs.argmax(1)[data.images]
     return sum_digits(digits), digits
 
 
-def _psl_sums(model: Any, data: AdditionsN, images: np.ndarray, setting: Setting) -> np.ndarray:
+def _psl_sums(probs: np.ndarray, data: AdditionsN, setting: Setting) -> np.ndarray:
     """Each addition's sum decoded by MAP inference (argmax of every place's digit and of the last carry)."""
-    probs = np.asarray(model.predict(images, batch_size=2000, verbose=0))
     out = np.zeros_like(data.sum_digits)
     options = {"admmreasoner.maxiterations": str(setting.test_admm_iterations)}
     for lo in range(0, data.n_additions, setting.test_per_program):
@@ -176,11 +179,12 @@ def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
     def epoch_end(epoch: int, logs: dict[str, float]) -> None:
         paused = time.perf_counter()
         seconds = paused - clock["start"] - clock["paused"]  # training time so far; evaluation is not counted
-        accuracy = 100 * float(val.correct_sums(_network_sums(network, val, val_images)[0]).mean())
+        accuracy = 100 * float(val.correct_sums(_network_sums(_predict(network, val_images), val)[0]).mean())
         if accuracy > best["acc"]:
             best.update(acc=accuracy, epoch=epoch, weights=network.get_weights())
         if setting.curve:
-            curve.append((seconds, 100 * float(test.correct_sums(_network_sums(network, test, test_images)[0]).mean())))
+            decoded = _network_sums(_predict(network, test_images), test)[0]
+            curve.append((seconds, 100 * float(test.correct_sums(decoded).mean())))
         clock["paused"] += time.perf_counter() - paused
         history["val_sum_acc"].append(accuracy)
         history["energy"].append(float(logs.get("energy", logs.get("loss", np.nan))))
@@ -213,8 +217,9 @@ def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
     learn_s = time.perf_counter() - clock["start"] - clock["paused"]
     network.set_weights(best["weights"])
     t1 = time.perf_counter()
-    decoded, digits = _network_sums(network, test, test_images)
-    psl = _psl_sums(network, test, test_images, setting) if setting.psl_test else None
+    probs = _predict(network, test_images)  # one forward pass for both decodes
+    decoded, digits = _network_sums(probs, test)
+    psl = _psl_sums(probs, test, setting) if setting.psl_test else None
     return {
         **asdict(setting),
         "setting": setting.name,
