@@ -65,6 +65,27 @@ def test_map_state_decodes_the_exact_sums_from_the_true_digits(form, jvm_started
         assert bridge.learn_step({"Neural": true}).energy < 1e-3 < bridge.learn_step({"Neural": wrong}).energy
 
 
+@pytest.mark.parametrize("places", [[0], [3], [0, 1, 3]])
+def test_a_window_of_places_is_consistent_with_the_true_digits_only(places, jvm_started):
+    """Oracle: integer addition. A window's program (the warm-up's ends of every addition) has (near) zero energy
+    at the true digits and more at wrong ones, and leaves the carries it cannot know latent (no truth)."""
+    labels = np.random.default_rng(5).integers(0, 10, size=48)
+    data = make_additions_n(labels, np.arange(48), 4, np.random.default_rng(6))  # 6 additions of N = 4
+    spec = addition_n_spec(data, form="pairs", places=places)
+    carries = {p for q in places for p in (q, q + 1)}
+    labelled = {int(place) for table in spec.tables("Carry", "truth") for place in table.args[:, 1]}
+    assert labelled == carries & {4}  # only the top place's carry out is labelled
+    onehot = np.eye(10, dtype=np.float32)[labels[data.pool]]  # entity e is image pool[e]
+    with Bridge(spec, options=TIGHT) as bridge:
+        keys = [int(k) for k in entity_keys(bridge.entities("Neural"))]
+        assert sorted(keys) == sorted({int(i) for p in places for i in data.images[:, :, p].ravel()})
+        true = onehot[keys]
+        wrong = np.roll(true, 1, axis=1)
+        assert bridge.learn_step({"Neural": true}).energy < 1e-3 < bridge.learn_step({"Neural": wrong}).energy
+    with pytest.raises(ValueError, match="subset of 0..3"):
+        addition_n_spec(data, places=[4])
+
+
 def test_batched_energies_and_gradients_are_the_whole_programs(jvm_started):
     """Oracle: the whole MNIST-Add-3 program's learn_step (as tests/test_batching.py for Add1 and Add2): the
     batches' energies add up to it and each entity's gradient is the same."""

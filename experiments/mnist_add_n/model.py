@@ -138,7 +138,14 @@ def helper_rows() -> dict[str, list[tuple[int, ...]]]:
     }
 
 
-def addition_n_spec(data: AdditionsN, *, labelled: bool = True, phase: str = "learn", form: str = "carry") -> ModelSpec:
+def addition_n_spec(
+    data: AdditionsN,
+    *,
+    labelled: bool = True,
+    phase: str = "learn",
+    form: str = "carry",
+    places: Iterable[int] | None = None,
+) -> ModelSpec:
     """The NeuPSL program of ``data``: place blocks with latent totals and carries.
 
     Args:
@@ -146,21 +153,31 @@ def addition_n_spec(data: AdditionsN, *, labelled: bool = True, phase: str = "le
         labelled: Give the sums' digits as truth (training); otherwise they are inferred (test).
         phase: ``"learn"`` or ``"infer"``.
         form: A key of :data:`FORMS`.
+        places: Only these places of every addition (default: all). A kept place's carry in is observed only at
+            the ones place and its carry out is labelled only at the top place; elsewhere both are latent, so a
+            window of places is trained on exactly what the sum says about it.
 
     Raises:
-        ValueError: ``form`` is not a key of :data:`FORMS`.
+        ValueError: ``form`` is not a key of :data:`FORMS`, or ``places`` is empty or outside ``0..N-1``.
 
     Example:
         >>> data = make_additions_n(np.arange(8) % 10, np.arange(8), 2, np.random.default_rng(0))
         >>> spec = addition_n_spec(data, labelled=False, phase="infer")
         >>> len(spec.tables("SumDigit", "targets")[0]), len(spec.tables("Carry", "targets")[0])  # 2x2x10, 2x2x2
         (40, 8)
+        >>> top = addition_n_spec(data, places=[1])  # the top place: carry in latent, carry out labelled
+        >>> len(top.tables("Carry", "targets")[0]), len(top.tables("Carry", "truth")[0])  # carries 1 and 2
+        (8, 4)
     """
     if form not in FORMS:
         raise ValueError(f"unknown MNIST-Add-N form {form!r}; choose one of {sorted(FORMS)}")
-    n, places = data.n_additions, data.places
+    n, top = data.n_additions, data.places
+    kept = sorted(set(range(top) if places is None else (int(p) for p in places)))
+    if not kept or kept[0] < 0 or kept[-1] >= top:
+        raise ValueError(f"places must be a non-empty subset of 0..{top - 1}, got {kept}")
+    carries = sorted({c for p in kept for c in (p, p + 1)})
     ints = ["UniqueIntID"]
-    helpers = {**helper_rows(), "Next": [(p, p + 1) for p in range(places)]}
+    helpers = {**helper_rows(), "Next": [(p, p + 1) for p in kept]}
     preds = {
         "Neural": PredicateSpec("Neural", 2, ints * 2, neural=NeuralSpec(10, [0])),
         "Place": PredicateSpec("Place", 4, ints * 4),
@@ -170,16 +187,15 @@ def addition_n_spec(data: AdditionsN, *, labelled: bool = True, phase: str = "le
         **{name: PredicateSpec(name, len(rows[0]), ints * len(rows[0])) for name, rows in helpers.items()},
     }
     adds = range(n)
-    place_rows = [(a, p, int(data.images[a, 0, p]), int(data.images[a, 1, p])) for a in adds for p in range(places)]
-    sum_rows = [(a, p, d) for a in adds for p in range(places) for d in range(10)]
-    top = [(a, places, c) for a in adds for c in (0, 1)]
-    middle = [(a, p, c) for a in adds for p in range(1, places) for c in (0, 1)]
+    place_rows = [(a, p, int(data.images[a, 0, p]), int(data.images[a, 1, p])) for a in adds for p in kept]
+    sum_rows = [(a, p, d) for a in adds for p in kept for d in range(10)]
+    carry_rows = [(a, p, c) for a in adds for p in carries if p > 0 for c in (0, 1)]
     truth = None
     if labelled:
         labels = data.sum_digits
         truth = {
             "SumDigit": [(a, p, d, float(labels[a, p] == d)) for a, p, d in sum_rows],
-            "Carry": [(a, p, c, float(labels[a, p] == c)) for a, p, c in top],
+            "Carry": [(a, p, c, float(labels[a, p] == c)) for a, p, c in carry_rows if p == top],
         }
     entities = sorted({i for _, _, i1, i2 in place_rows for i in (i1, i2)})
     spec = ModelSpec.from_python(
@@ -187,14 +203,14 @@ def addition_n_spec(data: AdditionsN, *, labelled: bool = True, phase: str = "le
         predicates=preds,
         observations={
             "Place": place_rows,
-            "Carry": [(a, 0, c, float(c == 0)) for a in adds for c in (0, 1)],
+            **({"Carry": [(a, 0, c, float(c == 0)) for a in adds for c in (0, 1)]} if kept[0] == 0 else {}),
             **helpers,
         },
         targets={
             "Neural": [(e, d) for e in entities for d in range(10)],
-            "PlaceSum": [(a, p, z) for a in adds for p in range(places) for z in range(20)],
+            "PlaceSum": [(a, p, z) for a in adds for p in kept for z in range(20)],
             "SumDigit": sum_rows,
-            "Carry": middle + top,
+            "Carry": carry_rows,
         },
         truth=truth,
     )
