@@ -6,12 +6,13 @@ from __future__ import annotations
 import csv
 import subprocess
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from experiments.mnist_add_n.model import addition_n_spec, make_additions_n, sum_digits
-from experiments.mnist_add_n.runner import Setting, _psl_sums, split_data
+from experiments.mnist_add_n.runner import Setting, _psl_sums, run_split, split_data
 from pslbridge import Bridge
 from pslbridge.batching import component_batches
 from pslbridge.neural_inputs import entity_keys
@@ -57,6 +58,8 @@ def test_map_state_decodes_the_exact_sums_from_the_true_digits(form, jvm_started
 
     onehot = np.eye(10, dtype=np.float32)[labels[test.pool]]
     assert test.correct_sums(_psl_sums(onehot, test, setting)).all()
+    if form == "pairs":  # the other reasoner decodes the same sums
+        assert test.correct_sums(_psl_sums(onehot, test, replace(setting, test_reasoner="dualbcd"))).all()
     part = test.take(range(5))
     with Bridge(addition_n_spec(part, form=form), options=TIGHT) as bridge:
         keys = [int(k) for k in entity_keys(bridge.entities("Neural"))]
@@ -115,6 +118,22 @@ def test_batched_energies_and_gradients_are_the_whole_programs(jvm_started):
     difference = np.abs(np.stack([found[k] for k in expected]) - np.stack(list(expected.values())))
     flips = np.isclose(difference, 1.0, atol=1e-3)
     assert difference[~flips].max() < 1e-4 and flips.mean() < 0.02
+
+
+def test_ends_only_training_follows_the_cosine_schedule_and_keeps_the_best_validation_epoch(jvm_started):
+    """The N = 15 preset's path at N = 3: the ones and the top place only (no whole-addition programs), the
+    learning rate annealed from its start towards zero over the run's steps, the kept epoch the best on validation
+    (sum accuracy, then sum digits)."""
+    setting = Setting(places=3, train_images=360, val_images=120, test_images=60, form="pairs", epochs=3)
+    setting = replace(setting, additions_per_batch=4, warmup_epochs=3, schedule="cosine", psl_test=False, curve=False)
+    row = run_split(setting, split=0, seed=11)
+    history = row["history"]
+    assert row["trained_epochs"] == 3 and row["train_additions"] == 60
+    assert history["lr"] == sorted(history["lr"], reverse=True) and history["lr"][-1] < 0.1 * setting.learning_rate
+    best = max(range(3), key=lambda e: (history["val_sum_acc"][e], history["val_place_acc"][e]))
+    assert row["best_epoch"] == best and row["val_place_acc"] == history["val_place_acc"][best]
+    with pytest.raises(ValueError, match="unknown schedule"):
+        run_split(replace(setting, schedule="linear"), split=0, seed=11)
 
 
 @pytest.mark.slow

@@ -47,6 +47,7 @@ from .model import AdditionsN, addition_n_spec, make_additions_n, sum_digits
 
 __all__ = [
     "BEST_REPORTED",
+    "ITERATION_CAPS",
     "PRESETS",
     "SCHEDULES",
     "Setting",
@@ -61,6 +62,8 @@ log = logging.getLogger(__name__)
 PRESETS = load_presets(Path(__file__).parent / "presets")
 #: Best reported sum accuracy (%) and training minutes (DeepProofLog, AAAI 2026, Table 1).
 BEST_REPORTED = {4: (94.0, 25.4), 15: (80.8, 41.8), 100: (37.8, 105.8)}
+#: The PSL option that caps each reasoner's iterations.
+ITERATION_CAPS = {"admm": "admmreasoner.maxiterations", "dualbcd": "duallcqp.maxiterations"}
 #: Learning-rate factors against the run's progress in [0, 1]: constant, or cosine annealing to zero at the end.
 SCHEDULES = {"constant": lambda progress: 1.0, "cosine": lambda progress: 0.5 * (1 + math.cos(math.pi * progress))}
 
@@ -81,12 +84,18 @@ class Setting:
         learning_rate: Adam's learning rate (at the start, with a schedule).
         schedule: A key of :data:`SCHEDULES`: the learning rate's factor against the run's progress (the larger
             of the time used of ``minutes`` and the steps done of ``epochs``), set before every step.
-        admm_iterations: ADMM cap of a learning step (warm-started from the program's previous solve).
-        test_admm_iterations: ADMM cap of the test programs' inference.
+        admm_iterations: Iteration cap of a learning step's reasoner (warm-started from the program's previous
+            solve; dual BCD's cap with ``reasoner="dualbcd"``).
+        test_admm_iterations: Iteration cap of the test programs' inference (``test_reasoner``'s).
+        loss: The learning step's loss (:meth:`pslbridge.Bridge.learn_step`): ``"energy"``, or a bilevel loss
+            such as ``"bce"`` (needs ``reasoner="dualbcd"``).
+        reasoner: The training programs' MAP reasoner, a key of :data:`ITERATION_CAPS`.
+        test_reasoner: The test programs' MAP reasoner (PSL-inference decoding), a key of :data:`ITERATION_CAPS`.
         shift: Training images move by up to this fraction of their size (0: off).
         warmup_epochs: First train this many epochs on the ends of every addition only: its lowest and its
             highest ``warmup_places`` places, where the known carry in (ones place) and carry out (top place)
-            pin the latent carries down; then on whole additions (0: off).
+            pin the latent carries down; then on whole additions (0: off; ``epochs`` or more: ends only, and the
+            whole additions' programs are not built).
         warmup_places: Places kept at each end in the warm-up.
         psl_test: Also decode the test sums by PSL inference (besides the network's digits).
         curve: Record test sum accuracy after every epoch (timer paused; never used to choose).
@@ -106,6 +115,9 @@ class Setting:
     schedule: str = "constant"
     admm_iterations: int = 50
     test_admm_iterations: int = 500
+    loss: str = "energy"
+    reasoner: str = "admm"
+    test_reasoner: str = "admm"
     shift: float = 0.0
     warmup_epochs: int = 0
     warmup_places: int = 1
@@ -152,10 +164,11 @@ def _network_sums(probs: np.ndarray, data: AdditionsN) -> tuple[np.ndarray, np.n
 def _psl_sums(probs: np.ndarray, data: AdditionsN, setting: Setting) -> np.ndarray:
     """Each addition's sum decoded by MAP inference (argmax of every place's digit and of the last carry)."""
     out = np.zeros_like(data.sum_digits)
-    options = {"admmreasoner.maxiterations": str(setting.test_admm_iterations)}
+    options = {ITERATION_CAPS[setting.test_reasoner]: str(setting.test_admm_iterations)}
     for lo in range(0, data.n_additions, setting.test_per_program):
         part = data.take(range(lo, min(lo + setting.test_per_program, data.n_additions)))
-        with Bridge(addition_n_spec(part, labelled=False, phase="infer", form=setting.form), options=options) as bridge:
+        spec = addition_n_spec(part, labelled=False, phase="infer", form=setting.form)
+        with Bridge(spec, options=options, reasoner=setting.test_reasoner) as bridge:
             keys = [int(k) for k in entity_keys(bridge.entities("Neural"))]
             result = bridge.infer({"Neural": probs[keys]})
             for name in ("SumDigit", "Carry"):  # every place's digit; the carries: only the top one is the sum's
@@ -182,7 +195,8 @@ def _programs(setting: Setting, data: AdditionsN, images: np.ndarray, seed: int,
         per_batch,
         entities={"Place": [0]},
         seed=seed,
-        options={"admmreasoner.maxiterations": str(setting.admm_iterations)},
+        options={ITERATION_CAPS[setting.reasoner]: str(setting.admm_iterations)},
+        reasoner=setting.reasoner,
     )
 
 
@@ -196,6 +210,9 @@ def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
     start = time.perf_counter()
     if setting.schedule not in SCHEDULES:
         raise ValueError(f"unknown schedule {setting.schedule!r}; choose one of {sorted(SCHEDULES)}")
+    for reasoner in (setting.reasoner, setting.test_reasoner):
+        if reasoner not in ITERATION_CAPS:
+            raise ValueError(f"unknown reasoner {reasoner!r}; choose one of {sorted(ITERATION_CAPS)}")
     if not jvm.is_started():
         jvm.configure(max_heap=setting.heap)
     x_train, y_train, x_test, y_test = load_mnist()
@@ -204,11 +221,12 @@ def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
     network = lenet(learning_rate=setting.learning_rate, shift=setting.shift)
     t0 = time.perf_counter()
     train_images = prepare_images(x_train[train.pool])
-    batches = _programs(setting, train, train_images, seed + split)
-    warm = _programs(setting, train, train_images, seed + split, warmup=True) if setting.warmup_epochs else []
+    warm_epochs = min(setting.warmup_epochs, setting.epochs)
+    warm = _programs(setting, train, train_images, seed + split, warmup=True) if warm_epochs else []
+    batches = _programs(setting, train, train_images, seed + split) if setting.epochs > warm_epochs else []
     build_s = time.perf_counter() - t0
     log.info(
-        "%s split %d: %d training programs (%d warm-up) built in %.0f s",
+        "%s split %d: %d whole-addition and %d end-place training programs built in %.0f s",
         setting.name,
         split,
         len(batches),
@@ -217,7 +235,7 @@ def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
     )
     val_images, test_images = prepare_images(x_train[val.pool]), prepare_images(x_test[test.pool])
     best = {"key": (-1.0, -1.0), "acc": -1.0, "epoch": -1, "weights": network.get_weights()}
-    history: dict[str, list[float]] = {"val_sum_acc": [], "val_place_acc": [], "energy": [], "seconds": []}
+    history: dict[str, list[float]] = {key: [] for key in ("val_sum_acc", "val_place_acc", "energy", "seconds", "lr")}
     curve: list[tuple[float, float]] = []
     clock = {"start": time.perf_counter(), "paused": 0.0}
 
@@ -238,6 +256,7 @@ def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
         history["val_place_acc"].append(place_accuracy)
         history["energy"].append(float(logs.get("energy", logs.get("loss", np.nan))))
         history["seconds"].append(seconds)
+        history["lr"].append(float(keras.ops.convert_to_numpy(model.optimizer.learning_rate)))
         log.info(
             "%s split %d epoch %d: %.0f s, validation sum accuracy %.1f %%, sum digits %.1f %%",
             setting.name,
@@ -248,7 +267,6 @@ def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
             place_accuracy,
         )
 
-    warm_epochs = min(setting.warmup_epochs, setting.epochs) if warm else 0
     steps = {"done": 0, "total": warm_epochs * len(warm) + (setting.epochs - warm_epochs) * len(batches)}
 
     def training_seconds() -> float:
@@ -272,7 +290,7 @@ def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
         if out_of_time():
             model.stop_training = True  # the epoch ends after this step: validated, selected, recorded
 
-    model = NeuPSLModel({"Neural": network})
+    model = NeuPSLModel({"Neural": network}, loss=setting.loss)
     model.compile(optimizer=keras.optimizers.Adam(setting.learning_rate))
     callback = keras.callbacks.LambdaCallback(
         on_epoch_end=epoch_end, on_train_batch_begin=batch_begin, on_train_batch_end=batch_end
