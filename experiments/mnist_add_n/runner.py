@@ -244,7 +244,7 @@ def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
         seconds = training_seconds()  # evaluation is not counted
         decoded_val = _network_sums(_predict(network, val_images), val)[0]
         accuracy = 100 * float(val.correct_sums(decoded_val).mean())
-        place_accuracy = 100 * float((decoded_val == val.sum_digits).mean())  # ties of sum accuracy (at 0) break
+        place_accuracy = 100 * float((decoded_val == val.sum_digits).mean())  # breaks ties of sum accuracy (at 0 %)
         epoch = len(history["val_sum_acc"])  # counted over the warm-up and the whole-addition epochs
         if (accuracy, place_accuracy) > best["key"]:
             best.update(key=(accuracy, place_accuracy), acc=accuracy, epoch=epoch, weights=network.get_weights())
