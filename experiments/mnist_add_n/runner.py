@@ -234,7 +234,7 @@ def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
         build_s,
     )
     val_images, test_images = prepare_images(x_train[val.pool]), prepare_images(x_test[test.pool])
-    best = {"key": (-1.0, -1.0), "acc": -1.0, "epoch": -1, "weights": network.get_weights()}
+    best = {"key": (-1.0, -1.0), "epoch": -1, "weights": network.get_weights()}  # key: validation sum acc, digits
     history: dict[str, list[float]] = {key: [] for key in ("val_sum_acc", "val_place_acc", "energy", "seconds", "lr")}
     curve: list[tuple[float, float]] = []
     clock = {"start": time.perf_counter(), "paused": 0.0}
@@ -247,7 +247,7 @@ def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
         place_accuracy = 100 * float((decoded_val == val.sum_digits).mean())  # breaks ties of sum accuracy (at 0 %)
         epoch = len(history["val_sum_acc"])  # counted over the warm-up and the whole-addition epochs
         if (accuracy, place_accuracy) > best["key"]:
-            best.update(key=(accuracy, place_accuracy), acc=accuracy, epoch=epoch, weights=network.get_weights())
+            best.update(key=(accuracy, place_accuracy), epoch=epoch, weights=network.get_weights())
         if setting.curve:
             decoded = _network_sums(_predict(network, test_images), test)[0]
             curve.append((seconds, 100 * float(test.correct_sums(decoded).mean())))
@@ -281,9 +281,7 @@ def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
         return min(1.0, max(limit, steps["done"] / max(1, steps["total"])))
 
     def batch_begin(batch: int, logs: Any = None) -> None:
-        if setting.schedule != "constant":
-            factor = SCHEDULES[setting.schedule](used())
-            model.optimizer.learning_rate.assign(setting.learning_rate * factor)
+        model.optimizer.learning_rate.assign(setting.learning_rate * SCHEDULES[setting.schedule](used()))
 
     def batch_end(batch: int, logs: Any = None) -> None:
         steps["done"] += 1
@@ -322,7 +320,7 @@ def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
         "sum_acc": 100 * float(test.correct_sums(decoded).mean()),
         "psl_sum_acc": None if psl is None else 100 * float(test.correct_sums(psl).mean()),
         "digit_acc": 100 * float((digits == test.digits).mean()),
-        "val_sum_acc": best["acc"],
+        "val_sum_acc": best["key"][0],
         "val_place_acc": best["key"][1],
         "best_epoch": best["epoch"],
         "trained_epochs": len(history["val_sum_acc"]),
