@@ -11,8 +11,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from experiments.mnist_add_n.model import addition_n_spec, make_additions_n, sum_digits
-from experiments.mnist_add_n.runner import Setting, _psl_sums, run_split, split_data
+from experiments.mnist_add_n import runner
+from experiments.mnist_add_n.model import abduced_places, addition_n_spec, make_additions_n, sum_digits
+from experiments.mnist_add_n.runner import Setting, _abduced_programs, _psl_sums, run_split, split_data
 from pslbridge import Bridge
 from pslbridge.batching import component_batches
 from pslbridge.neural_inputs import entity_keys
@@ -89,6 +90,59 @@ def test_a_window_of_places_is_consistent_with_the_true_digits_only(places, jvm_
         addition_n_spec(data, places=[4])
 
 
+def test_abduced_places_are_those_whose_carries_the_network_digits_settle():
+    """Oracle: Python integer addition of the numbers the network's digits spell. A place is kept exactly when
+    the sum of those numbers agrees with the label up to the next place (the whole sum for the top place), and
+    its carries are the carries of that addition."""
+    rng = np.random.default_rng(8)
+    labels = rng.integers(0, 10, size=2400)
+    data = make_additions_n(labels, np.arange(2400), 6, rng)  # 200 additions of N = 6
+    guess = np.where(rng.random(data.digits.shape) < 0.05, rng.integers(0, 10, size=data.digits.shape), data.digits)
+    kept = abduced_places(data, guess)
+
+    def number(digits) -> int:
+        return int("".join(map(str, digits[::-1])))
+
+    expected = []
+    for a in range(data.n_additions):
+        x, y = number(guess[a, 0]), number(guess[a, 1])
+        decoded = [(x + y) // 10**q % 10 for q in range(7)]
+        for p in range(6):
+            if decoded[: p + 2] == data.sum_digits[a, : p + 2].tolist():
+                carry_in = int(x % 10**p + y % 10**p >= 10**p)
+                carry_out = int(x % 10 ** (p + 1) + y % 10 ** (p + 1) >= 10 ** (p + 1))
+                row = (*data.images[a, :, p].tolist(), carry_in, int(data.sum_digits[a, p]), carry_out)
+                expected.append(row)
+    got = [(*i[:, 0].tolist(), c, *s.tolist()) for i, c, s in zip(kept.images, kept.carry_in, kept.sum_digits)]
+    assert sorted(got) == sorted(expected) and 0 < len(got) < 6 * data.n_additions
+    assert sum(row[2] for row in got) > 0  # some kept places have a carry in
+    everything = abduced_places(data, data.digits)  # right digits: every place, with its true carries
+    totals = everything.digits[:, 0, 0] + everything.digits[:, 1, 0] + everything.carry_in
+    assert everything.n_additions == 6 * data.n_additions
+    np.testing.assert_array_equal(totals, everything.sum_digits @ [1, 10])
+
+
+def test_a_one_place_program_with_a_carry_in_is_consistent_with_the_true_digits_only(jvm_started):
+    """Oracle: integer addition. The abduced places' programs observe their carry in (0 or 1): (near) zero energy
+    at the true digits, more at wrong ones, and more when the carry in is flipped."""
+    labels = np.random.default_rng(9).integers(0, 10, size=120)
+    data = make_additions_n(labels, np.arange(120), 3, np.random.default_rng(10))  # 20 additions of N = 3
+    places = abduced_places(data, data.digits)
+    places = places.take([*np.flatnonzero(places.carry_in)[:6], *np.flatnonzero(places.carry_in == 0)[:6]])
+    assert places.carry_in.sum() > 0 and (places.carry_in == 0).any()
+    onehot = np.eye(10, dtype=np.float32)[labels[data.pool]]
+    flipped = replace(places, carry_in=1 - places.carry_in)
+    energies = []
+    for part in (places, flipped):
+        with Bridge(addition_n_spec(part, form="pairs"), options=TIGHT) as bridge:
+            keys = [int(k) for k in entity_keys(bridge.entities("Neural"))]
+            true = onehot[keys]
+            energies.append(bridge.learn_step({"Neural": true}).energy)
+            if part is places:
+                assert bridge.learn_step({"Neural": np.roll(true, 1, axis=1)}).energy > 0.1
+    assert energies[0] < 1e-3 and energies[1] > 0.1
+
+
 def test_batched_energies_and_gradients_are_the_whole_programs(jvm_started):
     """Oracle: the whole MNIST-Add-3 program's learn_step (as tests/test_batching.py for Add1 and Add2): the
     batches' energies add up to it and each entity's gradient is the same."""
@@ -134,6 +188,40 @@ def test_ends_only_training_follows_the_cosine_schedule_and_keeps_the_best_valid
     assert row["best_epoch"] == best and row["val_place_acc"] == history["val_place_acc"][best]
     with pytest.raises(ValueError, match="unknown schedule"):
         run_split(replace(setting, schedule="linear"), split=0, seed=11)
+
+
+def test_abduction_rounds_build_one_place_programs_of_every_settled_place(jvm_started, monkeypatch):
+    """A network giving the true digits settles every place: the round's programs hold each place not settled
+    before once, a program's places bounded like a whole addition's, at (near) zero energy at the true digits.
+    The rounds come every ``abduce_every`` epochs from ``abduce_after`` on, in the warm-up only, and add up."""
+    setting = Setting(places=3, train_images=180, val_images=60, test_images=60, form="pairs", additions_per_batch=2)
+    labels = np.random.default_rng(12).integers(0, 10, size=240)
+    train, _, _ = split_data(setting, 0, 0, labels, labels)
+    onehot = np.eye(10, dtype=np.float32)[labels[train.pool]]
+
+    class TrueDigits:
+        def predict(self, images, **_):
+            return onehot
+
+    options = replace(setting, admm_iterations=50000)
+    programs, settled = _abduced_programs(options, TrueDigits(), train, onehot, seed=0, settled={0, 1})
+    assert settled == set(train.images[:, 0].ravel().tolist()) - {0, 1}  # all but the places settled before
+    assert 3 * train.n_additions - 2 == sum(len(inputs["Neural"][0]) // 2 for _, inputs in programs)
+    assert max(len(inputs["Neural"][0]) // 2 for _, inputs in programs) <= 2 * 3
+    for bridge, inputs in programs:
+        with bridge:
+            assert bridge.learn_step(inputs).energy < 1e-3  # the "images" are the one-hot true digits
+
+    calls: list[set[int]] = []
+
+    def counted(*args):  # round k settles k more places, so the history counts 1, then 1 + 2
+        calls.append(args[-1])
+        return [], {100 * len(calls) + k for k in range(len(calls))}
+
+    monkeypatch.setattr(runner, "_abduced_programs", counted)
+    short = replace(setting, epochs=5, warmup_epochs=4, abduce_every=2, abduce_after=1, psl_test=False, curve=False)
+    assert run_split(short, split=0, seed=1)["history"]["abduced"] == [0, 1, 1, 3, 3]
+    assert calls == [set(), {100}]  # each round is told the places settled before
 
 
 @pytest.mark.slow

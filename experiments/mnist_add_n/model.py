@@ -26,7 +26,7 @@ import numpy as np
 
 from pslbridge.model import ModelSpec, NeuralSpec, PredicateSpec
 
-__all__ = ["FORMS", "AdditionsN", "addition_n_spec", "helper_rows", "make_additions_n", "sum_digits"]
+__all__ = ["FORMS", "AdditionsN", "abduced_places", "addition_n_spec", "helper_rows", "make_additions_n", "sum_digits"]
 
 _HERE = Path(__file__).resolve().parent
 #: Rule files by form name: ``carry`` (one digit-pair rule per place) and ``pairs`` (with its two negated forms).
@@ -65,6 +65,8 @@ class AdditionsN:
         pool: MNIST indexes of the entities' images.
         digits: ``(n, 2, N)`` the true digits (for digit accuracy only; never a training label).
         sum_digits: ``(n, N + 1)`` the label: the sum's digits, ones place first.
+        carry_in: ``(n,)`` each addition's observed carry into its ones place (``None``: all 0, a whole
+            addition); :func:`abduced_places` makes one-place additions with a carry in.
 
     Example:
         >>> data = make_additions_n(np.arange(20) % 10, np.arange(20), 1, np.random.default_rng(0))
@@ -76,6 +78,7 @@ class AdditionsN:
     pool: np.ndarray
     digits: np.ndarray
     sum_digits: np.ndarray
+    carry_in: np.ndarray | None = None
 
     @property
     def n_additions(self) -> int:
@@ -90,7 +93,8 @@ class AdditionsN:
     def take(self, rows: Iterable[int]) -> AdditionsN:
         """The additions at ``rows`` (same pool and entity ids)."""
         index = np.asarray(list(rows), dtype=np.int64)
-        return AdditionsN(self.images[index], self.pool, self.digits[index], self.sum_digits[index])
+        carry_in = None if self.carry_in is None else self.carry_in[index]
+        return AdditionsN(self.images[index], self.pool, self.digits[index], self.sum_digits[index], carry_in)
 
     def correct_sums(self, predicted: np.ndarray) -> np.ndarray:
         """Whether each predicted ``(n, N + 1)`` sum-digit array is the whole sum."""
@@ -118,6 +122,50 @@ def make_additions_n(labels: np.ndarray, pool: np.ndarray, places: int, rng: np.
     images = np.arange(count * 2 * places, dtype=np.int64).reshape(count, 2, places)
     digits = np.asarray(labels)[chosen][images].astype(np.int64)
     return AdditionsN(images, chosen, digits, sum_digits(digits))
+
+
+def abduced_places(data: AdditionsN, predicted: np.ndarray) -> AdditionsN:
+    """One-place additions for the places whose carries the network's digits settle, consistently with the label.
+
+    The network's digits (``predicted``, shaped like ``data.digits``) are added exactly; where their sum agrees
+    with the label at every place from the ones place up to place ``p + 1`` (the final carry for the top place),
+    place ``p`` becomes a one-place addition: its two images, the label's digit at ``p``, and as carry in and
+    carry out the carries the network's digits give (abduced, never read from the true digits). The middle
+    places, whose carries an addition's label leaves latent, are so trained like the ones place.
+
+    Args:
+        data: The additions.
+        predicted: ``(n, 2, N)`` the network's digits of ``data.images``.
+
+    Returns:
+        One-place :class:`AdditionsN` (same pool; ``digits`` the true ones, for accuracy only), ``carry_in`` set.
+
+    Example:
+        >>> data = make_additions_n(np.arange(8) % 10, np.arange(8), 2, np.random.default_rng(9))
+        >>> data.digits.tolist(), data.sum_digits.tolist()  # 73 + 25 = 98 and 04 + 16 = 20 (ones place first)
+        ([[[3, 7], [5, 2]], [[4, 0], [6, 1]]], [[8, 9, 0], [0, 2, 0]])
+        >>> guess = data.digits.copy()
+        >>> guess[0, 0, 1] = 2  # 23 + 25 = 48: the first sum disagrees at place 1, so none of its places is kept
+        >>> places = abduced_places(data, guess)
+        >>> places.n_additions, places.images[:, :, 0].tolist(), places.carry_in.tolist()
+        (2, [[4, 6], [5, 7]], [0, 1])
+        >>> places.sum_digits.tolist()  # the label's digit, the abduced carry out
+        [[0, 1], [2, 0]]
+    """
+    n, _, top = data.images.shape
+    decoded = sum_digits(np.asarray(predicted))
+    agrees = np.cumprod(decoded == data.sum_digits, axis=1).astype(bool)  # agrees[a, q]: places 0..q all agree
+    carries = np.zeros((n, top + 1), dtype=np.int64)
+    for p in range(top):
+        carries[:, p + 1] = (predicted[:, 0, p] + predicted[:, 1, p] + carries[:, p]) // 10
+    adds, places = np.nonzero(agrees[:, 1:])  # place p is kept when places 0..p+1 agree
+    return AdditionsN(
+        data.images[adds, :, places][:, :, None],
+        data.pool,
+        data.digits[adds, :, places][:, :, None],
+        np.stack([data.sum_digits[adds, places], carries[adds, places + 1]], axis=1),
+        carries[adds, places],
+    )
 
 
 def helper_rows() -> dict[str, list[tuple[int, ...]]]:
@@ -176,6 +224,7 @@ def addition_n_spec(
     if not kept or kept[0] < 0 or kept[-1] >= top:
         raise ValueError(f"places must be a non-empty subset of 0..{top - 1}, got {kept}")
     carries = sorted({c for p in kept for c in (p, p + 1)})
+    carry_in = np.zeros(n, dtype=np.int64) if data.carry_in is None else data.carry_in
     ints = ["UniqueIntID"]
     helpers = {**helper_rows(), "Next": [(p, p + 1) for p in kept]}
     preds = {
@@ -203,7 +252,7 @@ def addition_n_spec(
         predicates=preds,
         observations={
             "Place": place_rows,
-            **({"Carry": [(a, 0, c, float(c == 0)) for a in adds for c in (0, 1)]} if kept[0] == 0 else {}),
+            **({"Carry": [(a, 0, c, float(c == carry_in[a])) for a in adds for c in (0, 1)]} if kept[0] == 0 else {}),
             **helpers,
         },
         targets={

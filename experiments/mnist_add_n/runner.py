@@ -43,7 +43,7 @@ from ..harness import failed_row, finish_table, plain, run_splits
 from ..presets import by_name, load_presets
 from ..reporting import WholeRun, append_csv, mean_std, non_defaults, read_groups, write_rows
 from ..sweep import BASE_MEMORY_MB, RayOptions, Run, add_ray_arguments, run_digest, workers_text
-from .model import AdditionsN, addition_n_spec, make_additions_n, sum_digits
+from .model import AdditionsN, abduced_places, addition_n_spec, make_additions_n, sum_digits
 
 __all__ = [
     "BEST_REPORTED",
@@ -97,6 +97,11 @@ class Setting:
             pin the latent carries down; then on whole additions (0: off; ``epochs`` or more: ends only, and the
             whole additions' programs are not built).
         warmup_places: Places kept at each end in the warm-up.
+        abduce_every: In the warm-up, from epoch ``abduce_after`` on, every this many epochs the network's
+            digits decode the training additions, and the places whose carries they settle consistently with the
+            label (:func:`~experiments.mnist_add_n.model.abduced_places`) and have no program yet join the end
+            places as one-place programs with those carries observed (a settled place keeps its program; 0: off).
+        abduce_after: Epochs of the warm-up before the first abduction.
         psl_test: Also decode the test sums by PSL inference (besides the network's digits).
         curve: Record test sum accuracy after every epoch (timer paused; never used to choose).
         test_per_program: Test additions per inference program.
@@ -121,6 +126,8 @@ class Setting:
     shift: float = 0.0
     warmup_epochs: int = 0
     warmup_places: int = 1
+    abduce_every: int = 0
+    abduce_after: int = 0
     psl_test: bool = True
     curve: bool = True
     test_per_program: int = 200
@@ -200,6 +207,45 @@ def _programs(setting: Setting, data: AdditionsN, images: np.ndarray, seed: int,
     )
 
 
+def _abduced_programs(
+    setting: Setting, network: Any, data: AdditionsN, images: np.ndarray, seed: int, settled: set[int]
+) -> tuple[list, set[int]]:
+    """One-place training programs of the places the network's digits settle, but for those ``settled`` already.
+
+    Args:
+        setting: The run's setting.
+        network: The digit network (``predict``).
+        data: The training additions; ``images`` their pool's prepared images.
+        seed: Shuffles the places into programs.
+        settled: The places that have programs, each named by the entity id of its first image (unique).
+
+    Returns:
+        The new programs, and the places they hold (named alike).
+    """
+    places = abduced_places(data, _predict(network, images).argmax(1)[data.images])
+    places = places.take(np.flatnonzero(~np.isin(places.images[:, 0, 0], list(settled))))
+    totals = places.digits[:, 0, 0] + places.digits[:, 1, 0] + places.carry_in  # the true digits' (diagnostic)
+    log.info(
+        "%s: %d more of %d places abduced (%d before), %.1f %% of them true of the true digits",
+        setting.name,
+        places.n_additions,
+        data.n_additions * data.places,
+        len(settled),
+        100 * float(np.mean(totals == places.sum_digits @ [1, 10])) if places.n_additions else 0.0,
+    )
+    if not places.n_additions:
+        return [], set()
+    return component_batches(
+        addition_n_spec(places, form=setting.form),
+        {"Neural": (range(len(data.pool)), images)},
+        setting.additions_per_batch * data.places,
+        entities={"Place": [0]},
+        seed=seed,
+        options={ITERATION_CAPS[setting.reasoner]: str(setting.admm_iterations)},
+        reasoner=setting.reasoner,
+    ), {int(i) for i in places.images[:, 0, 0]}
+
+
 def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
     """Train and test one split; the result row (with its curve and per-epoch history)."""
     import keras
@@ -235,7 +281,8 @@ def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
     )
     val_images, test_images = prepare_images(x_train[val.pool]), prepare_images(x_test[test.pool])
     best = {"key": (-1.0, -1.0), "epoch": -1, "weights": network.get_weights()}  # key: validation sum acc, digits
-    history: dict[str, list[float]] = {key: [] for key in ("val_sum_acc", "val_place_acc", "energy", "seconds", "lr")}
+    keys = ("val_sum_acc", "val_place_acc", "energy", "seconds", "lr", "abduced")
+    history: dict[str, list[float]] = {key: [] for key in keys}
     curve: list[tuple[float, float]] = []
     clock = {"start": time.perf_counter(), "paused": 0.0}
 
@@ -257,6 +304,7 @@ def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
         history["energy"].append(float(logs.get("energy", logs.get("loss", np.nan))))
         history["seconds"].append(seconds)
         history["lr"].append(float(keras.ops.convert_to_numpy(model.optimizer.learning_rate)))
+        history["abduced"].append(stage["abduced"])
         log.info(
             "%s split %d epoch %d: %.0f s, validation sum accuracy %.1f %%, sum digits %.1f %%",
             setting.name,
@@ -267,7 +315,7 @@ def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
             place_accuracy,
         )
 
-    steps = {"done": 0, "total": warm_epochs * len(warm) + (setting.epochs - warm_epochs) * len(batches)}
+    stage = {"programs": 1, "abduced": 0}  # the current fit's programs per epoch, and abduced places
 
     def training_seconds() -> float:
         return time.perf_counter() - clock["start"] - clock["paused"]
@@ -275,16 +323,15 @@ def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
     def out_of_time() -> bool:
         return bool(setting.minutes) and training_seconds() >= 60 * setting.minutes
 
-    def used() -> float:
-        """The run's progress: the larger of the time limit's and the step budget's fraction used."""
+    def used(batch: int) -> float:
+        """The run's progress: the larger of the time limit's and the epoch budget's fraction used."""
         limit = training_seconds() / (60 * setting.minutes) if setting.minutes else 0.0
-        return min(1.0, max(limit, steps["done"] / max(1, steps["total"])))
+        return min(1.0, max(limit, (len(history["val_sum_acc"]) + batch / stage["programs"]) / setting.epochs))
 
     def batch_begin(batch: int, logs: Any = None) -> None:
-        model.optimizer.learning_rate.assign(setting.learning_rate * SCHEDULES[setting.schedule](used()))
+        model.optimizer.learning_rate.assign(setting.learning_rate * SCHEDULES[setting.schedule](used(batch)))
 
     def batch_end(batch: int, logs: Any = None) -> None:
-        steps["done"] += 1
         if out_of_time():
             model.stop_training = True  # the epoch ends after this step: validated, selected, recorded
 
@@ -293,18 +340,26 @@ def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
     callback = keras.callbacks.LambdaCallback(
         on_epoch_end=epoch_end, on_train_batch_begin=batch_begin, on_train_batch_end=batch_end
     )
+    abduced: list = []
+    settled: set[int] = set()
     try:
-        for programs, epochs in ((warm, warm_epochs), (batches, setting.epochs - warm_epochs)):
-            if epochs > 0 and not out_of_time():
-                model.fit(
-                    ProgramData(programs, seed=seed + split),
-                    epochs=epochs,
-                    verbose=0,
-                    callbacks=[callback],
-                )
+        done = 0
+        while done < setting.epochs and not out_of_time():
+            programs, length = batches, setting.epochs - done
+            if done < warm_epochs:
+                programs, length = warm, warm_epochs - done
+                if setting.abduce_every and done >= setting.abduce_after:
+                    more, new = _abduced_programs(setting, network, train, train_images, seed + split + done, settled)
+                    abduced, settled = abduced + more, settled | new
+                    stage["abduced"] = len(settled)
+                    programs, length = warm + abduced, min(length, setting.abduce_every)
+                elif setting.abduce_every:
+                    length = min(length, setting.abduce_after - done)
+            stage["programs"] = len(programs)
+            model.fit(ProgramData(programs, seed=seed + split + done), epochs=length, verbose=0, callbacks=[callback])
+            done += length
     finally:
-        for bridge, _ in [*warm, *batches]:
-            bridge.close()
+        _close([*warm, *batches, *abduced])
     learn_s = training_seconds()
     network.set_weights(best["weights"])
     t1 = time.perf_counter()
@@ -333,6 +388,12 @@ def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
         "curve": curve,
         "history": history,
     }
+
+
+def _close(programs: list) -> None:
+    """Close the bridges of ``programs``."""
+    for bridge, _ in programs:
+        bridge.close()
 
 
 def run_split_task(setting: dict[str, Any], split: int, seed: int) -> dict[str, Any]:
