@@ -26,11 +26,40 @@ import numpy as np
 
 from pslbridge.model import ModelSpec, NeuralSpec, PredicateSpec
 
-__all__ = ["FORMS", "AdditionsN", "abduced_places", "addition_n_spec", "helper_rows", "make_additions_n", "sum_digits"]
+__all__ = [
+    "FORMS",
+    "AdditionsN",
+    "abduced_places",
+    "addition_n_spec",
+    "carries",
+    "helper_rows",
+    "make_additions_n",
+    "sum_digits",
+]
 
 _HERE = Path(__file__).resolve().parent
 #: Rule files by form name: ``carry`` (one digit-pair rule per place) and ``pairs`` (with its two negated forms).
 FORMS = {"carry": _HERE / "mnist-add-n.psl", "pairs": _HERE / "mnist-add-n-pairs.psl"}
+
+
+def carries(numbers: np.ndarray) -> np.ndarray:
+    """The carries of adding two numbers given as digit arrays: into each place, and out of the top one.
+
+    Args:
+        numbers: ``(n, 2, N)`` digits, ``numbers[k, i, p]`` the digit at place ``p`` (0 = ones) of number ``i``.
+
+    Returns:
+        ``(n, N + 1)`` carries, ``[:, p]`` the carry into place ``p`` (0 at the ones place, the final carry last).
+
+    Example:
+        >>> carries(np.array([[[9, 5], [3, 4]]])).tolist()  # 59 + 43: 9 + 3 carries 1, 5 + 4 + 1 carries 1
+        [[0, 1, 1]]
+    """
+    n, _, places = numbers.shape
+    out = np.zeros((n, places + 1), dtype=np.int64)
+    for p in range(places):
+        out[:, p + 1] = (numbers[:, 0, p] + numbers[:, 1, p] + out[:, p]) // 10
+    return out
 
 
 def sum_digits(numbers: np.ndarray) -> np.ndarray:
@@ -46,14 +75,8 @@ def sum_digits(numbers: np.ndarray) -> np.ndarray:
         >>> sum_digits(np.array([[[9, 5], [3, 4]]])).tolist()  # 59 + 43 = 102 (ones first)
         [[2, 0, 1]]
     """
-    n, _, places = numbers.shape
-    out = np.zeros((n, places + 1), dtype=np.int64)
-    carry = np.zeros(n, dtype=np.int64)
-    for p in range(places):
-        total = numbers[:, 0, p] + numbers[:, 1, p] + carry
-        out[:, p], carry = total % 10, total // 10
-    out[:, places] = carry
-    return out
+    carry = carries(numbers)
+    return np.concatenate([(numbers[:, 0] + numbers[:, 1] + carry[:, :-1]) % 10, carry[:, -1:]], axis=1)
 
 
 @dataclass(frozen=True)
@@ -152,19 +175,16 @@ def abduced_places(data: AdditionsN, predicted: np.ndarray) -> AdditionsN:
         >>> places.sum_digits.tolist()  # the label's digit, the abduced carry out
         [[0, 1], [2, 0]]
     """
-    n, _, top = data.images.shape
-    decoded = sum_digits(np.asarray(predicted))
-    agrees = np.cumprod(decoded == data.sum_digits, axis=1).astype(bool)  # agrees[a, q]: places 0..q all agree
-    carries = np.zeros((n, top + 1), dtype=np.int64)
-    for p in range(top):
-        carries[:, p + 1] = (predicted[:, 0, p] + predicted[:, 1, p] + carries[:, p]) // 10
+    predicted = np.asarray(predicted)
+    agrees = np.cumprod(sum_digits(predicted) == data.sum_digits, axis=1).astype(bool)  # places 0..q all agree
+    carry = carries(predicted)
     adds, places = np.nonzero(agrees[:, 1:])  # place p is kept when places 0..p+1 agree
     return AdditionsN(
         data.images[adds, :, places][:, :, None],
         data.pool,
         data.digits[adds, :, places][:, :, None],
-        np.stack([data.sum_digits[adds, places], carries[adds, places + 1]], axis=1),
-        carries[adds, places],
+        np.stack([data.sum_digits[adds, places], carry[adds, places + 1]], axis=1),
+        carry[adds, places],
     )
 
 

@@ -224,6 +224,9 @@ def _abduced_programs(
     """
     places = abduced_places(data, _predict(network, images).argmax(1)[data.images])
     places = places.take(np.flatnonzero(~np.isin(places.images[:, 0, 0], list(settled))))
+    if not places.n_additions:
+        log.info("%s: no more places abduced (%d before)", setting.name, len(settled))
+        return [], set()
     totals = places.digits[:, 0, 0] + places.digits[:, 1, 0] + places.carry_in  # the true digits' (diagnostic)
     log.info(
         "%s: %d more of %d places abduced (%d before), %.1f %% of them true of the true digits",
@@ -231,10 +234,8 @@ def _abduced_programs(
         places.n_additions,
         data.n_additions * data.places,
         len(settled),
-        100 * float(np.mean(totals == places.sum_digits @ [1, 10])) if places.n_additions else 0.0,
+        100 * float(np.mean(totals == places.sum_digits @ [1, 10])),
     )
-    if not places.n_additions:
-        return [], set()
     return component_batches(
         addition_n_spec(places, form=setting.form),
         {"Neural": (range(len(data.pool)), images)},
