@@ -32,6 +32,7 @@ __all__ = [
     "abduced_places",
     "addition_n_spec",
     "carries",
+    "carries_from_top",
     "helper_rows",
     "make_additions_n",
     "sum_digits",
@@ -147,18 +148,57 @@ def make_additions_n(labels: np.ndarray, pool: np.ndarray, places: int, rng: np.
     return AdditionsN(images, chosen, digits, sum_digits(digits))
 
 
-def abduced_places(data: AdditionsN, predicted: np.ndarray) -> AdditionsN:
+def carries_from_top(numbers: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The carries a sum's digits imply, read from its top place down, and how far down they stay possible.
+
+    From the label's final carry down, the carry into place ``p`` is what the label's digit at ``p`` and the
+    carry out of ``p`` leave once the two digits are taken away; it is possible while it is 0 or 1 (0 at the
+    ones place) at ``p`` and at every place above.
+
+    Args:
+        numbers: ``(n, 2, N)`` digits, ones place first.
+        labels: ``(n, N + 1)`` the sums' digits, ones place first.
+
+    Returns:
+        ``possible`` ``(n, N)``, whether the carries into places ``p..N-1`` are all possible, and ``carry``
+        ``(n, N + 1)``, the implied carry into each place (meaningful where possible; the final carry last).
+
+    Example:
+        >>> possible, carry = carries_from_top(np.array([[[9, 5], [3, 4]]]), np.array([[2, 0, 1]]))  # 59 + 43
+        >>> possible.tolist(), carry.tolist()
+        ([[True, True]], [[0, 1, 1]])
+        >>> carries_from_top(np.array([[[8, 5], [3, 4]]]), np.array([[2, 0, 1]]))[0].tolist()  # 58 + 43 != 102
+        [[False, True]]
+    """
+    n, _, places = numbers.shape
+    carry = np.zeros((n, places + 1), dtype=np.int64)
+    carry[:, places] = labels[:, places]
+    possible = np.zeros((n, places), dtype=bool)
+    ok = np.ones(n, dtype=bool)
+    for p in range(places - 1, -1, -1):
+        carry[:, p] = labels[:, p] + 10 * carry[:, p + 1] - numbers[:, 0, p] - numbers[:, 1, p]
+        ok &= (carry[:, p] == 0) | ((carry[:, p] == 1) & (p > 0))
+        possible[:, p] = ok
+    return possible, carry
+
+
+def abduced_places(data: AdditionsN, predicted: np.ndarray, *, from_top: bool = False) -> AdditionsN:
     """One-place additions for the places whose carries the network's digits settle, consistently with the label.
 
     The network's digits (``predicted``, shaped like ``data.digits``) are added exactly; where their sum agrees
     with the label at every place from the ones place up to place ``p + 1`` (the final carry for the top place),
     place ``p`` becomes a one-place addition: its two images, the label's digit at ``p``, and as carry in and
     carry out the carries the network's digits give (abduced, never read from the true digits). The middle
-    places, whose carries an addition's label leaves latent, are so trained like the ones place.
+    places, whose carries an addition's label leaves latent, are so trained like the ones place. With
+    ``from_top``, a place is also kept where the carries read from the label's top down
+    (:func:`carries_from_top`) stay possible down to the place below it (to the ones place for the ones place),
+    with those carries: a wrong digit then spoils only the places below it, not the whole addition (where both
+    readings keep a place, their carries are the same).
 
     Args:
         data: The additions.
         predicted: ``(n, 2, N)`` the network's digits of ``data.images``.
+        from_top: Also keep the places settled from the top down.
 
     Returns:
         One-place :class:`AdditionsN` (same pool; ``digits`` the true ones, for accuracy only), ``carry_in`` set.
@@ -174,17 +214,34 @@ def abduced_places(data: AdditionsN, predicted: np.ndarray) -> AdditionsN:
         (2, [[4, 6], [5, 7]], [0, 1])
         >>> places.sum_digits.tolist()  # the label's digit, the abduced carry out
         [[0, 1], [2, 0]]
+        >>> digits = np.array([[[3, 2, 1], [6, 5, 4]]])  # 123 + 456 = 579 (ones place first)
+        >>> data = AdditionsN(np.arange(6).reshape(1, 2, 3), np.arange(6), digits, sum_digits(digits))
+        >>> guess = digits.copy()
+        >>> guess[0, 0, 0] = 4  # 124 + 456 = 580: no place agrees from the ones place up
+        >>> abduced_places(data, guess).n_additions
+        0
+        >>> top = abduced_places(data, guess, from_top=True)  # from the top, 1 + 4 = 5 settles place 2
+        >>> top.images[:, :, 0].tolist(), top.carry_in.tolist(), top.sum_digits.tolist()
+        ([[2, 5]], [0], [[5, 0]])
     """
     predicted = np.asarray(predicted)
     agrees = np.cumprod(sum_digits(predicted) == data.sum_digits, axis=1).astype(bool)  # places 0..q all agree
-    carry = carries(predicted)
-    adds, places = np.nonzero(agrees[:, 1:])  # place p is kept when places 0..p+1 agree
+    keep, carry = agrees[:, 1:], carries(predicted)  # place p is kept when places 0..p+1 agree
+    if from_top:
+        possible, top_carry = carries_from_top(predicted, data.sum_digits)
+        below = np.concatenate([possible[:, :1], possible[:, :-1]], axis=1)  # possible down to the place below
+        carry_in = np.where(keep, carry[:, :-1], top_carry[:, :-1])
+        carry_out = np.where(keep, carry[:, 1:], top_carry[:, 1:])
+        keep = keep | below
+    else:
+        carry_in, carry_out = carry[:, :-1], carry[:, 1:]
+    adds, places = np.nonzero(keep)
     return AdditionsN(
         data.images[adds, :, places][:, :, None],
         data.pool,
         data.digits[adds, :, places][:, :, None],
-        np.stack([data.sum_digits[adds, places], carry[adds, places + 1]], axis=1),
-        carry[adds, places],
+        np.stack([data.sum_digits[adds, places], carry_out[adds, places]], axis=1),
+        carry_in[adds, places],
     )
 
 

@@ -102,8 +102,12 @@ class Setting:
             label (:func:`~experiments.mnist_add_n.model.abduced_places`) and have no program yet join the end
             places as one-place programs with those carries observed (a settled place keeps its program; 0: off).
         abduce_after: Epochs of the warm-up before the first abduction.
+        abduce_from_top: Also abduce the places the label settles from its top place down (``from_top`` of
+            :func:`~experiments.mnist_add_n.model.abduced_places`).
         psl_test: Also decode the test sums by PSL inference (besides the network's digits).
         curve: Record test sum accuracy after every epoch (timer paused; never used to choose).
+        curve_seconds: Record it only once this many training seconds have passed since the last point (0: after
+            every epoch).
         test_per_program: Test additions per inference program.
         heap: The JVM's maximum heap (``-Xmx``), applied if this process has not started Java yet.
     """
@@ -128,8 +132,10 @@ class Setting:
     warmup_places: int = 1
     abduce_every: int = 0
     abduce_after: int = 0
+    abduce_from_top: bool = False
     psl_test: bool = True
     curve: bool = True
+    curve_seconds: float = 0.0
     test_per_program: int = 200
     heap: str = "4g"
 
@@ -222,7 +228,8 @@ def _abduced_programs(
     Returns:
         The new programs, and the places they hold (named alike).
     """
-    places = abduced_places(data, _predict(network, images).argmax(1)[data.images])
+    predicted = _predict(network, images).argmax(1)[data.images]
+    places = abduced_places(data, predicted, from_top=setting.abduce_from_top)
     places = places.take(np.flatnonzero(~np.isin(places.images[:, 0, 0], list(settled))))
     if not places.n_additions:
         log.info("%s: no more places abduced (%d before)", setting.name, len(settled))
@@ -296,7 +303,7 @@ def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
         epoch = len(history["val_sum_acc"])  # counted over the warm-up and the whole-addition epochs
         if (accuracy, place_accuracy) > best["key"]:
             best.update(key=(accuracy, place_accuracy), epoch=epoch, weights=network.get_weights())
-        if setting.curve:
+        if setting.curve and (not curve or seconds - curve[-1][0] >= setting.curve_seconds):
             decoded = _network_sums(_predict(network, test_images), test)[0]
             curve.append((seconds, 100 * float(test.correct_sums(decoded).mean())))
         clock["paused"] += time.perf_counter() - paused
