@@ -224,7 +224,8 @@ def test_ends_only_training_follows_the_cosine_schedule_and_keeps_the_best_valid
 
 def test_abduction_rounds_build_one_place_programs_of_every_settled_place(jvm_started, monkeypatch):
     """A network giving the true digits settles every place: the round's programs hold each place not settled
-    before once, a program's places bounded like a whole addition's, at (near) zero energy at the true digits.
+    before once, a program's places bounded like a whole addition's (or by ``program_places``), at (near) zero
+    energy at the true digits.
     The rounds come every ``abduce_every`` epochs from ``abduce_after`` on, in the warm-up only, and add up."""
     setting = Setting(places=3, train_images=180, val_images=60, test_images=60, form="pairs", additions_per_batch=2)
     labels = np.random.default_rng(12).integers(0, 10, size=240)
@@ -243,6 +244,11 @@ def test_abduction_rounds_build_one_place_programs_of_every_settled_place(jvm_st
     for bridge, inputs in programs:
         with bridge:
             assert bridge.learn_step(inputs).energy < 1e-3  # the "images" are the one-hot true digits
+    capped, _ = _abduced_programs(replace(options, program_places=2), TrueDigits(), train, onehot, 0, set())
+    sizes = [len(inputs["Neural"][0]) // 2 for _, inputs in capped]
+    assert sum(sizes) == 3 * train.n_additions and max(sizes) == 2  # program_places caps a program's places
+    for bridge, _ in capped:
+        bridge.close()
 
     calls: list[set[int]] = []
 

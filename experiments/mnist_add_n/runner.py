@@ -79,6 +79,8 @@ class Setting:
         test_images: MNIST test images the test additions are drawn from (10,000: the protocol's).
         form: Rule file (:data:`experiments.mnist_add_n.model.FORMS`).
         additions_per_batch: Additions per training program (one learning step each).
+        program_places: Places per end-place and one-place training program (0: ``additions_per_batch`` times N,
+            as many as a whole-addition program holds).
         epochs: Passes over the training programs, at most.
         minutes: Training time limit in minutes (0: none); checked after every epoch.
         learning_rate: Adam's learning rate (at the start, with a schedule).
@@ -118,6 +120,7 @@ class Setting:
     test_images: int = 10000
     form: str = "carry"
     additions_per_batch: int = 100
+    program_places: int = 0
     epochs: int = 10
     minutes: float = 0.0
     learning_rate: float = 1e-3
@@ -201,7 +204,7 @@ def _programs(setting: Setting, data: AdditionsN, images: np.ndarray, seed: int,
     if warmup:
         ends = min(setting.warmup_places, data.places)
         places = sorted({*range(ends), *range(data.places - ends, data.places)})
-        per_batch = max(1, per_batch * data.places // len(places))
+        per_batch = max(1, (setting.program_places or per_batch * data.places) // len(places))
     return component_batches(
         addition_n_spec(data, form=setting.form, places=places),
         {"Neural": (range(len(data.pool)), images)},
@@ -246,7 +249,7 @@ def _abduced_programs(
     return component_batches(
         addition_n_spec(places, form=setting.form),
         {"Neural": (range(len(data.pool)), images)},
-        setting.additions_per_batch * data.places,
+        setting.program_places or setting.additions_per_batch * data.places,
         entities={"Place": [0]},
         seed=seed,
         options={ITERATION_CAPS[setting.reasoner]: str(setting.admm_iterations)},
