@@ -414,3 +414,60 @@ def test_the_smaller_round_3_cases_warn_or_refuse_instead_of_answering_silently(
     with pytest.warns(PslBridgeWarning, match="every weighted rule has weight 0.*weight 1"):
         with Bridge(zero) as bridge:
             assert bridge.rule_weights.tolist() == [1.0, 1.0]  # the jar's semantics, now said
+
+
+# --- 9. a PSL worker thread that dies ------------------------------------------------------------
+
+
+def test_a_psl_worker_dying_of_a_java_error_is_a_memory_error_not_a_partial_program(tmp_path, monkeypatch):
+    """PSL's workers catch ``Exception`` only: one that dies of a Java ``Error`` (here an ``OutOfMemoryError``
+    thrown on the worker by an external function, for one of 200 pairs) leaves its piece of the grounding undone
+    while the grounding returns normally. Oracle: the same model grounds all 400 ground rules with a working
+    function, and the process does so again after the typed error."""
+    import jpype
+
+    from pslbridge import EngineMemoryError
+    from pslbridge.engine import predicates as java_predicates
+    from pslbridge.engine.classes import PSL_PACKAGE, J
+
+    pairs = "".join(f"p{i}\tq{i}\n" for i in range(200))
+    (tmp_path / "pairs.txt").write_text(pairs)
+    (tmp_path / "model.psl").write_text("1: Pair(A, B) & Sim(A, B) -> Link(A, B) ^2\n1: !Link(A, B) ^2\n")
+    (tmp_path / "model.data").write_text(
+        "predicates:\n  Sim: [{implementation: org.example.Sim, types: [UniqueStringID, UniqueStringID]}]\n"
+        "  Pair/2: closed\n  Link/2: open\nobservations:\n  Pair: pairs.txt\ntargets:\n  Link: pairs.txt\n"
+    )
+    model = (tmp_path / "model.psl", tmp_path / "model.data")
+    threads = []
+
+    def dying(name, types, fn, errors):  # an ExternalFunction that throws a Java Error for one pair
+        java_types = jpype.JArray(J.ConstantType)([getattr(J.ConstantType, t) for t in types])
+
+        @jpype.JImplements(PSL_PACKAGE + "model.function.ExternalFunction")
+        class Dying:
+            @jpype.JOverride
+            def getValue(self, db, args):
+                threads.append(str(J.Thread.currentThread().getName()))
+                if str(args[0].getID()) == "p7":
+                    raise jpype.JClass("java.lang.OutOfMemoryError")("simulated")
+                return 0.5
+
+            @jpype.JOverride
+            def getArity(self):
+                return 2
+
+            @jpype.JOverride
+            def getArgumentTypes(self):
+                return java_types
+
+        return J.ExternalFunctionalPredicate.get(name, Dying())
+
+    with Bridge(*model, functions={"Sim": lambda a, b: 0.5}) as bridge:
+        assert bridge.term_count == 400
+    with monkeypatch.context() as patch:
+        patch.setattr(java_predicates, "declare_function", dying)
+        with pytest.raises(EngineMemoryError, match="a PSL worker thread died during grounding"):
+            Bridge(*model, functions={"Sim": lambda a, b: 0.5})
+    assert any(name.startswith("pool-") for name in threads)  # the function ran on PSL's workers
+    with Bridge(*model, functions={"Sim": lambda a, b: 0.5}) as bridge:
+        assert bridge.term_count == 400 and bridge.infer()["Link"] == pytest.approx(np.full(200, 0.25), abs=1e-3)

@@ -77,6 +77,7 @@ _CLASSES = {
     "WriterAppender": "org.apache.logging.log4j.core.appender.WriterAppender",
     "PatternLayout": "org.apache.logging.log4j.core.layout.PatternLayout",
     "Thread": "java.lang.Thread",
+    "ThreadState": "java.lang.Thread$State",
     "ManagementFactory": "java.lang.management.ManagementFactory",
     "MemoryType": "java.lang.management.MemoryType",
     "LifeCycleState": "org.apache.logging.log4j.core.LifeCycle$State",

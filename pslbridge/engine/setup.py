@@ -7,10 +7,14 @@ Examples:
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import re
 import time
+from collections.abc import Iterator
 from typing import Any
 
+from ..errors import EngineMemoryError
 from .classes import J
 from .failures import forget_exhaustion, translate, watch_heap
 from .predicates import registry_map
@@ -133,7 +137,110 @@ def release_workers(timeout_s: float = 30.0) -> None:
                 log.warning("PSL's worker pool did not stop within %.0f s of a failed task", timeout_s)
                 break
             time.sleep(0.1)
+    _forget_workers()
     forget_exhaustion()
+
+
+#: Names of the threads of a ``java.util.concurrent`` pool (PSL's worker pool is one): ``pool-<pool>-thread-<n>``,
+#: numbered from 1 in the order the pool made them.
+_POOL_THREAD = re.compile(r"pool-(\d+)-thread-(\d+)")
+#: How long :func:`watch_workers` waits for a worker that is still ending to finish (its replacement then exists).
+_SETTLE_S = 1.0
+
+
+def _pool_threads(group: Any) -> list[Any]:
+    """Every live thread of ``group`` (the root thread group) named as a ``java.util.concurrent`` pool's thread."""
+    import jpype
+
+    threads = jpype.JArray(J.Thread)(group.activeCount() + 8)
+    count = group.enumerate(threads, True)
+    return [t for t in threads[:count] if _POOL_THREAD.fullmatch(str(t.getName()))]
+
+
+def _pool_of(thread: Any) -> int:
+    """The pool number in a pool thread's name."""
+    return int(_POOL_THREAD.fullmatch(str(thread.getName())).group(1))
+
+
+def _replaced_in(threads: list[Any], size: int) -> set[int]:
+    """Pools with a thread numbered past ``size`` (a fixed pool of that size makes one only to replace a dead one)."""
+    return {_pool_of(t) for t in threads if int(_POOL_THREAD.fullmatch(str(t.getName())).group(2)) > size}
+
+
+#: What :func:`watch_workers` last saw: the pool threads alive, how many threads the JVM had started, the pools with a
+#: dead worker and not yet reported, and those reported (the pool is then shut down, so a pool is reported once).
+_WORKERS: dict[str, Any] = {"threads": [], "count": -1, "dead": set(), "reported": set()}
+
+
+def _look_at_workers() -> None:
+    """Note the pools whose known threads ended, and look at the pool threads again if any thread started."""
+    if "root" not in _WORKERS:
+        group = J.Thread.currentThread().getThreadGroup()
+        while (parent := group.getParent()) is not None:
+            group = parent
+        _WORKERS.update(root=group, mx=J.ManagementFactory.getThreadMXBean())
+    terminated = J.ThreadState.TERMINATED
+    ended = {_pool_of(t) for t in _WORKERS["threads"] if t.getState() == terminated}
+    count = int(_WORKERS["mx"].getTotalStartedThreadCount())  # a thread replaced within the block counts too
+    dead = set()
+    if ended or count != _WORKERS["count"]:
+        threads = _pool_threads(_WORKERS["root"])
+        # A thread that ended in a pool still running died (a pool that was shut down has no threads left).
+        dead = (ended & {_pool_of(t) for t in threads}) | _replaced_in(threads, thread_count())
+        _WORKERS.update(threads=threads, count=count)
+    _WORKERS["dead"] |= dead - _WORKERS["reported"]
+
+
+def _dead_workers() -> set[int]:
+    """Pools (numbers in their threads' names) with a worker thread found dead since the last call."""
+    _look_at_workers()
+    dead, _WORKERS["dead"] = _WORKERS["dead"], set()
+    _WORKERS["reported"] |= dead
+    return dead
+
+
+def _forget_workers() -> None:
+    """Forget the pool threads seen (PSL's pool was shut down: its threads end without having died)."""
+    _WORKERS.update(threads=[], count=-1)
+
+
+@contextlib.contextmanager
+def watch_workers(context: str) -> Iterator[None]:
+    """Raise :class:`~pslbridge.errors.EngineMemoryError` if a PSL worker thread died during the block.
+
+    PSL's workers catch ``Exception`` only: a worker that fails with a Java ``Error`` (in practice an
+    ``OutOfMemoryError``) dies with its piece of work undone while the task goes on and returns normally,
+    so a grounding would lack ground rules, or an inference step would skip term updates, silently. After
+    the block this looks for a pool thread seen before that has ended, or one numbered past the pool's size
+    (the pool's replacement of a dead thread); a failing block raises its own error unchanged. PSL's pool is
+    then shut down, so the next task starts a fresh one. About 30 microseconds a call.
+
+    Args:
+        context: What the block does, for the message.
+
+    Raises:
+        EngineMemoryError: A worker thread died during the block (or during an unwatched call before it).
+
+    Examples:
+        >>> with watch_workers("grounding"):
+        ...     pass
+    """
+    yield
+    deadline = time.monotonic() + _SETTLE_S
+    runnable = J.ThreadState.RUNNABLE
+    _look_at_workers()
+    # A worker that died at the task's end may still be ending (RUNNABLE) and not yet replaced.
+    while any(t.getState() == runnable for t in _WORKERS["threads"]) and time.monotonic() < deadline:
+        time.sleep(0.001)
+        _look_at_workers()
+    if _dead_workers():
+        release_workers()
+        raise EngineMemoryError(
+            f"a PSL worker thread died during {context} (a Java error on a worker thread, in "
+            "practice the heap running out), so its result would be incomplete; raise the heap with "
+            "pslbridge.jvm.configure(max_heap='8g') or PSLBRIDGE_HEAP=8g",
+            java_class="java.lang.OutOfMemoryError",
+        )
 
 
 def _prepare_recovery() -> None:

@@ -158,7 +158,7 @@ def ground(
         closed = [predicates[p.key] for p in spec.predicates.values() if spec.is_closed(p.name) and p.function is None]
         with java_data.config_layer({**options, "inference.initialvalue": "ATOM"}):
             jvm.sync_log_level()
-            with guard("grounding"):
+            with guard("grounding"), setup.watch_workers("grounding"):
                 grounded.db, grounded.truth_db = java_data.open_databases(datastore, partitions, closed)
                 grounded.app = java_data.new_inference(reasoner, rules, grounded.db)
     except BaseException:

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from .. import jvm
-from ..engine import classes, datastore, logs
+from ..engine import classes, datastore, logs, setup
 from ..engine import reasoner as java_reasoner
 from ..engine.failures import guard
 
@@ -108,7 +108,7 @@ class Solver:
         jvm.sync_log_level()
         if self.name == "admm":
             java_reasoner.clear_admm_cache()
-        with logs.solve_events() as events, guard("inference"):
+        with logs.solve_events() as events, guard("inference"), setup.watch_workers("inference"):
             objective = float(self.app.inference(False, bool(reset)))
         if events:
             return SolveStats(objective, int(events[-1]["violated"]), int(events[-1]["iterations"]))
