@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -169,7 +170,8 @@ def _replaced_in(threads: list[Any], size: int) -> set[int]:
 
 #: What :func:`watch_workers` last saw: the pool threads alive, how many threads the JVM had started, the pools with a
 #: dead worker and not yet reported, and those reported (the pool is then shut down, so a pool is reported once).
-_WORKERS: dict[str, Any] = {"threads": [], "count": -1, "dead": set(), "reported": set()}
+_WORKERS: dict[str, Any] = {"threads": [], "count": -1, "dead": set(), "reported": set(), "in_flight": 0}
+_IN_FLIGHT = threading.Lock()
 
 
 def _look_at_workers() -> None:
@@ -219,18 +221,27 @@ def watch_workers(context: str) -> Iterator[None]:
         context: What the block does, for the message.
 
     Raises:
-        EngineMemoryError: A worker thread died during the block (or during an unwatched call before it).
+        EngineMemoryError: A worker thread died during the block (or during a call before it or beside it on
+            another thread).
 
     Examples:
         >>> with watch_workers("grounding"):
         ...     pass
     """
-    yield
+    with _IN_FLIGHT:
+        _WORKERS["in_flight"] += 1
+    try:
+        yield
+    finally:
+        with _IN_FLIGHT:
+            _WORKERS["in_flight"] -= 1
+            alone = _WORKERS["in_flight"] == 0
     deadline = time.monotonic() + _SETTLE_S
     runnable = J.ThreadState.RUNNABLE
     _look_at_workers()
-    # A worker that died at the task's end may still be ending (RUNNABLE) and not yet replaced.
-    while any(t.getState() == runnable for t in _WORKERS["threads"]) and time.monotonic() < deadline:
+    # A worker that died at the task's end may still be ending (RUNNABLE) and not yet replaced. Only the last
+    # watched call to end waits: while other threads' calls run, their workers are busy (and they check).
+    while alone and any(t.getState() == runnable for t in _WORKERS["threads"]) and time.monotonic() < deadline:
         time.sleep(0.001)
         _look_at_workers()
     if _dead_workers():
