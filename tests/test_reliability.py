@@ -419,28 +419,25 @@ def test_the_smaller_round_3_cases_warn_or_refuse_instead_of_answering_silently(
 # --- 9. a PSL worker thread that dies ------------------------------------------------------------
 
 
-def test_a_psl_worker_dying_of_a_java_error_is_a_memory_error_not_a_partial_program(tmp_path, monkeypatch):
-    """PSL's workers catch ``Exception`` only: one that dies of a Java ``Error`` (here an ``OutOfMemoryError``
-    thrown on the worker by an external function, for one of 200 pairs) leaves its piece of the grounding undone
-    while the grounding returns normally. Oracle: the same model grounds all 400 ground rules with a working
-    function, and the process does so again after the typed error."""
-    import jpype
-
-    from pslbridge import EngineMemoryError
-    from pslbridge.engine import predicates as java_predicates
-    from pslbridge.engine.classes import PSL_PACKAGE, J
-
-    pairs = "".join(f"p{i}\tq{i}\n" for i in range(200))
-    (tmp_path / "pairs.txt").write_text(pairs)
-    (tmp_path / "model.psl").write_text("1: Pair(A, B) & Sim(A, B) -> Link(A, B) ^2\n1: !Link(A, B) ^2\n")
+def _worker_model(tmp_path, rules: str = "1: Pair(A, B) & Sim(A, B) -> Link(A, B) ^2\n1: !Link(A, B) ^2\n"):
+    """A model whose external function ``Sim`` is called on PSL's workers while grounding, one call per pair."""
+    (tmp_path / "pairs.txt").write_text("".join(f"p{i}\tq{i}\n" for i in range(200)))
+    (tmp_path / "model.psl").write_text(rules)
     (tmp_path / "model.data").write_text(
         "predicates:\n  Sim: [{implementation: org.example.Sim, types: [UniqueStringID, UniqueStringID]}]\n"
         "  Pair/2: closed\n  Link/2: open\nobservations:\n  Pair: pairs.txt\ntargets:\n  Link: pairs.txt\n"
     )
-    model = (tmp_path / "model.psl", tmp_path / "model.data")
-    threads = []
+    return tmp_path / "model.psl", tmp_path / "model.data"
 
-    def dying(name, types, fn, errors):  # an ExternalFunction that throws a Java Error for one pair
+
+def _dying_function(threads: list[str]):
+    """A stand-in for ``engine.predicates.declare_function``: its function throws a Java ``OutOfMemoryError`` on
+    the worker thread for the pair ``p7`` and records the threads it ran on in ``threads``."""
+    import jpype
+
+    from pslbridge.engine.classes import PSL_PACKAGE, J
+
+    def dying(name, types, fn, errors):
         java_types = jpype.JArray(J.ConstantType)([getattr(J.ConstantType, t) for t in types])
 
         @jpype.JImplements(PSL_PACKAGE + "model.function.ExternalFunction")
@@ -462,12 +459,72 @@ def test_a_psl_worker_dying_of_a_java_error_is_a_memory_error_not_a_partial_prog
 
         return J.ExternalFunctionalPredicate.get(name, Dying())
 
+    return dying
+
+
+def test_a_psl_worker_dying_of_a_java_error_is_a_memory_error_not_a_partial_program(tmp_path, monkeypatch):
+    """PSL's workers catch ``Exception`` only: one that dies of a Java ``Error`` (here an ``OutOfMemoryError``
+    thrown on the worker by an external function, for one of 200 pairs) leaves its piece of the grounding undone
+    while the grounding returns normally. Oracle: the same model grounds all 400 ground rules with a working
+    function, and the process does so again after the typed error."""
+    from pslbridge import EngineMemoryError
+    from pslbridge.engine import predicates as java_predicates
+
+    model = _worker_model(tmp_path)
+    threads: list[str] = []
     with Bridge(*model, functions={"Sim": lambda a, b: 0.5}) as bridge:
         assert bridge.term_count == 400
     with monkeypatch.context() as patch:
-        patch.setattr(java_predicates, "declare_function", dying)
+        patch.setattr(java_predicates, "declare_function", _dying_function(threads))
         with pytest.raises(EngineMemoryError, match="a PSL worker thread died during grounding"):
             Bridge(*model, functions={"Sim": lambda a, b: 0.5})
     assert any(name.startswith("pool-") for name in threads)  # the function ran on PSL's workers
     with Bridge(*model, functions={"Sim": lambda a, b: 0.5}) as bridge:
         assert bridge.term_count == 400 and bridge.infer()["Link"] == pytest.approx(np.full(200, 0.25), abs=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("call", "context"),
+    [
+        (lambda p: p.objective(), "computing the objective"),
+        (lambda p: p.rule_potentials(), "computing rule potentials"),
+        (lambda p: p.energy_gradient(), "computing neural gradients"),
+    ],
+    ids=["objective", "rule-potentials", "energy-gradient"],
+)
+def test_every_call_on_psl_workers_reports_a_dead_worker(tmp_path, monkeypatch, call, context):
+    """The objective, the per-rule potentials and the energy gradient run PSL's parallel tasks too, and each is
+    watched: a worker death that no watched call saw (here, in a grounding with its watch turned off: the
+    program then silently lacks ground rules) is reported by the next of them, not passed on as a result. A death
+    during one of them cannot be injected (their tasks run no user code). Oracle: the program without the check
+    holds fewer than its 400 ground rules; after the typed error the process builds and solves the same model
+    to its analytic value (linear hinges weighted 2 and 1: every Link at Sim = 0.5)."""
+    import contextlib
+
+    from pslbridge import EngineMemoryError
+    from pslbridge.engine import predicates as java_predicates
+    from pslbridge.engine import setup
+    from pslbridge.program import grounding
+
+    class Unwatched:  # the grounding module's view of engine.setup, its worker watch turned off
+        def __getattr__(self, name):
+            return getattr(setup, name)
+
+        @staticmethod
+        def watch_workers(context):
+            return contextlib.nullcontext()
+
+    model = _worker_model(tmp_path, "2: Pair(A, B) & Sim(A, B) -> Link(A, B)\n1: !Link(A, B)\n")
+    threads: list[str] = []
+    with monkeypatch.context() as patch:
+        patch.setattr(java_predicates, "declare_function", _dying_function(threads))
+        patch.setattr(grounding, "setup", Unwatched())
+        bridge = Bridge(*model, functions={"Sim": lambda a, b: 0.5})
+    try:
+        assert 0 < bridge.term_count < 400  # the unwatched grounding lost a worker's share, silently
+        with pytest.raises(EngineMemoryError, match=f"a PSL worker thread died during {context}"):
+            call(bridge.program)
+    finally:
+        bridge.close()
+    with Bridge(*model, functions={"Sim": lambda a, b: 0.5}) as bridge:
+        assert bridge.term_count == 400 and bridge.infer()["Link"] == pytest.approx(np.full(200, 0.5), abs=1e-3)

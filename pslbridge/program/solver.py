@@ -121,7 +121,7 @@ class Solver:
             unfixed: Mask of the atoms the reasoner solves for (used to remove the dual reasoners'
                 regularisation); ignored by the other reasoners.
         """
-        with guard("computing the objective"):
+        with guard("computing the objective"), setup.watch_workers("computing the objective"):
             objective, violated = java_reasoner.compute_objective(self.reasoner, self.term_store)
         if self.dual and unfixed.any():
             values = self.values(unfixed.size).astype(np.float64)
@@ -166,7 +166,7 @@ class Solver:
         out = np.zeros(len(rule_indexes), dtype=np.float64)
         violated = np.zeros(len(rule_indexes), dtype=np.int64)
         try:
-            with guard("computing rule potentials"):
+            with guard("computing rule potentials"), setup.watch_workers("computing rule potentials"):
                 for rule in rules:
                     rule.setActive(False)
                 for k, i in enumerate(rule_indexes):
@@ -195,7 +195,7 @@ class Solver:
         if self._rv_gradient is None or len(self._rv_gradient) < total:
             self._rv_gradient = datastore.new_float_array(total)
             self._deep_gradient = datastore.new_float_array(total)
-        with guard("computing neural gradients"):
+        with guard("computing neural gradients"), setup.watch_workers("computing neural gradients"):
             self.reasoner.computeOptimalValueGradient(self.term_store, self._rv_gradient, self._deep_gradient)
         deep = np.array(self._deep_gradient[0:size], dtype=np.float32)
         rv = np.array(self._rv_gradient[0:size], dtype=np.float32)
