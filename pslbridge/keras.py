@@ -35,7 +35,8 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -251,6 +252,53 @@ class ProgramData(keras.utils.PyDataset):
         self._order = order
 
 
+class _KerasView(keras.utils.PyDataset):
+    """What Keras iterates for a :class:`ProgramData`: the same batches, until :meth:`release` drops the data.
+
+    Keras 3 on TensorFlow keeps every dataset given to ``fit`` or ``evaluate`` alive after the call (the
+    ``tf.data`` generator it builds is never freed), so each call's ProgramData, with its copy of every program's
+    inputs, would stay in memory for the life of the process. Keras gets this view instead, released when the
+    call returns: what stays behind is the empty view.
+    """
+
+    def __init__(self, data: ProgramData) -> None:
+        super().__init__()
+        self.data: ProgramData | None = data
+
+    def __len__(self) -> int:
+        return 0 if self.data is None else len(self.data)
+
+    def __getitem__(self, index: int) -> dict[str, np.ndarray]:
+        if self.data is None:
+            raise IndexError("this view of a ProgramData was released when its fit or evaluate returned")
+        return self.data[index]
+
+    def on_epoch_begin(self) -> None:
+        if self.data is not None:
+            self.data.on_epoch_begin()
+
+    def on_epoch_end(self) -> None:
+        if self.data is not None:
+            self.data.on_epoch_end()
+
+    def release(self) -> None:
+        self.data = None
+
+
+@contextmanager
+def _keras_views(data: ProgramData, kwargs: dict[str, Any]) -> Iterator[_KerasView]:
+    """A view of ``data`` for Keras, and of ``kwargs["validation_data"]`` in place if given; released on exit."""
+    views = [_KerasView(data)]
+    if kwargs.get("validation_data") is not None:
+        views.append(_KerasView(kwargs["validation_data"]))
+        kwargs["validation_data"] = views[1]
+    try:
+        yield views[0]
+    finally:
+        for view in views:
+            view.release()
+
+
 class NeuPSLModel(keras.Model):
     """Networks bound to neural predicates, trained through PSL with Keras' ``fit``.
 
@@ -374,19 +422,20 @@ class NeuPSLModel(keras.Model):
         _preflight(self.networks, self.weight_optimizer, self.learned, x)
         if validation is not None:
             _preflight(self.networks, self.weight_optimizer, self.learned, validation)
-        self.data = x
+        self.data, self.eval_data = x, self.eval_data if validation is None else validation
         return self._reraising(super().fit, x, *args, **kwargs)
 
-    def _reraising(self, method: Any, *args: Any, **kwargs: Any) -> Any:
-        """Run Keras' ``fit``/``evaluate``; a PSL error inside a step comes out as itself."""
+    def _reraising(self, method: Any, data: ProgramData, *args: Any, **kwargs: Any) -> Any:
+        """Run Keras' ``fit``/``evaluate`` on views of the data (:class:`_KerasView`); PSL's errors come out as such."""
         self._step_error = None
-        try:
-            return method(*args, **kwargs)
-        except Exception as exc:
-            error, self._step_error = self._step_error, None
-            if error is None or error is exc:
-                raise
-            raise error.with_traceback(None) from None  # PSL's own error, not the backend's wrapper of it
+        with _keras_views(data, kwargs) as view:
+            try:
+                return method(view, *args, **kwargs)
+            except Exception as exc:
+                error, self._step_error = self._step_error, None
+                if error is None or error is exc:
+                    raise
+                raise error.with_traceback(None) from None  # PSL's own error, not the backend's wrapper of it
 
     def evaluate(self, x: ProgramData | None = None, *args: Any, **kwargs: Any) -> Any:
         """Keras' ``evaluate`` on a :class:`ProgramData` of evaluation programs: PSL's loss and energy, no update.
@@ -410,12 +459,12 @@ class NeuPSLModel(keras.Model):
             >>> sorted(logs), logs["loss"] > 0
             (['energy', 'loss'], True)
         """
+        if kwargs.get("_use_cached_eval_dataset"):  # fit's validation (eval_data): Keras evaluates its cached iterator
+            return super().evaluate(x, *args, **kwargs)
         if not isinstance(x, ProgramData):
             raise ConfigurationError(f"NeuPSLModel.evaluate takes a ProgramData, got {type(x).__name__}")
         _preflight(self.networks, self.weight_optimizer, self.learned, x)
         self.eval_data = x
-        if kwargs.get("_use_cached_eval_dataset"):  # fit's validation: Keras evaluates its cached iterator
-            return super().evaluate(x, *args, **kwargs)
         return self._reraising(super().evaluate, x, *args, **kwargs)
 
     def save(self, *args: Any, **kwargs: Any) -> None:

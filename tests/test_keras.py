@@ -364,6 +364,37 @@ def test_evaluate_and_validation_data_give_psls_loss_on_evaluation_programs_and_
     train.close(), held.close()
 
 
+def test_fit_and_evaluate_do_not_keep_their_program_data_alive():
+    """Keras 3 on TensorFlow keeps every dataset given to fit or evaluate alive, so a loop of fit calls (one a
+    round, as MNIST-Add-N's abduction rounds) kept a copy of every program's inputs per call: 17 GB after 84 calls.
+
+    Oracle: weak references to the calls' ProgramData; only the model's last training and evaluation data may
+    remain, and training still sees every program.
+    """
+    import gc
+    import weakref
+
+    train, train_inputs = _program([(0, 1), (2, 3)], [7, 18], seed=1)
+    held, held_inputs = _program([(0, 1)], [5], seed=2)
+    network, layer = _network()
+    model = NeuPSLModel({"Neural": network})
+    model.compile(optimizer=keras.optimizers.Adam(0.05))
+    refs = []
+    for _ in range(3):
+        data, validation = ProgramData([(train, train_inputs)], passes=2), ProgramData([(held, held_inputs)])
+        history = model.fit(data, epochs=2, verbose=0, validation_data=validation)
+        assert len(history.history["loss"]) == 2 and len(history.history["val_loss"]) == 2
+        evaluation = ProgramData([(held, held_inputs)])
+        model.evaluate(evaluation, verbose=0)
+        refs.append((weakref.ref(data), weakref.ref(validation), weakref.ref(evaluation)))
+        del data, validation, evaluation
+    gc.collect()
+    assert [ref() is None for ref in refs[0] + refs[1]] == [True] * 6
+    assert refs[2][0]() is model.data and refs[2][2]() is model.eval_data
+    assert float(layer.calls.numpy()) >= 3 * 2 * 2  # every fit made its 2 epochs of 2 passes
+    train.close(), held.close()
+
+
 def test_neupsl_model_says_what_keras_arguments_it_ignores_or_refuses(tmp_path):
     """compile(loss=, metrics=) and fit(batch_size=) were ignored without a word; validation_split and the whole-model
     save ended in Keras' errors or NotImplementedError."""
