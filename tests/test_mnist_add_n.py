@@ -175,6 +175,34 @@ def test_a_one_place_program_with_a_carry_in_is_consistent_with_the_true_digits_
     assert energies[0] < 1e-3 and energies[1] > 0.1
 
 
+def test_labelled_totals_give_the_latent_programs_energy_and_gradients_without_a_solve(jvm_started):
+    """Oracle: the same one-place programs with latent totals, solved to a tight tolerance. Labelling each total
+    (``label_totals``) leaves no latent target, so the step solves nothing, and its energy and gradients are the
+    latent program's at its MAP state. The gradients may differ by a constant across one image's ten classes: a
+    total of 9 or 10 makes a linear constraint over all ten digits tight (softmax outputs sum to one), where two
+    subgradients apart by its weight are both right, and a constant per image does not change the gradient
+    through a softmax."""
+    labels = np.random.default_rng(9).integers(0, 10, size=240)
+    data = make_additions_n(labels, np.arange(240), 3, np.random.default_rng(10))  # 40 additions of N = 3
+    places = abduced_places(data, data.digits).take(range(12))
+    assert set(places.carry_in.tolist()) == {0, 1} and set(places.sum_digits[:, 1].tolist()) == {0, 1}
+    logits = 2 * np.random.default_rng(0).normal(size=(240, 10))
+    p = (np.exp(logits) / np.exp(logits).sum(1, keepdims=True)).astype(np.float32)
+    steps = []
+    for label_totals, options in ((False, TIGHT), (True, {"admmreasoner.maxiterations": "50"})):
+        with Bridge(addition_n_spec(places, form="pairs", label_totals=label_totals), options=options) as bridge:
+            keys = [int(k) for k in entity_keys(bridge.entities("Neural"))]
+            steps.append(bridge.learn_step({"Neural": p[keys]}))
+    latent, labelled = steps
+    assert latent.iterations["latent"] > 100 and labelled.iterations["latent"] == 0
+    assert labelled.energy == pytest.approx(latent.energy, rel=1e-4) and labelled.energy > 1.0
+    difference = latent.neural_gradients["Neural"] - labelled.neural_gradients["Neural"]
+    assert np.abs(difference - difference.mean(axis=1, keepdims=True)).max() < 1e-3
+    assert np.abs(labelled.neural_gradients["Neural"]).max() > 0.1
+    with pytest.raises(ValueError, match="label_totals needs labelled one-place additions"):
+        addition_n_spec(data, label_totals=True)  # three places: the middle carries are latent
+
+
 def test_batched_energies_and_gradients_are_the_whole_programs(jvm_started):
     """Oracle: the whole MNIST-Add-3 program's learn_step (as tests/test_batching.py for Add1 and Add2): the
     batches' energies add up to it and each entity's gradient is the same."""

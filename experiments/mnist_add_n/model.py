@@ -270,6 +270,7 @@ def addition_n_spec(
     phase: str = "learn",
     form: str = "carry",
     places: Iterable[int] | None = None,
+    label_totals: bool = False,
 ) -> ModelSpec:
     """The NeuPSL program of ``data``: place blocks with latent totals and carries.
 
@@ -281,9 +282,15 @@ def addition_n_spec(
         places: Only these places of every addition (default: all). A kept place's carry in is observed only at
             the ones place and its carry out is labelled only at the top place; elsewhere both are latent, so a
             window of places is trained on exactly what the sum says about it.
+        label_totals: One-place additions with a carry in (:func:`abduced_places`) only: label each place's
+            total too, ``Z = digit + 10 * carry out``, which the label's digit, the carry out and the hard
+            constraints already fix. No target is then latent, so a learning step reads the energy and its
+            gradient at the labels without a solve: the latent program's values at its exact MAP state, where
+            the capped reasoner only approaches it.
 
     Raises:
-        ValueError: ``form`` is not a key of :data:`FORMS`, or ``places`` is empty or outside ``0..N-1``.
+        ValueError: ``form`` is not a key of :data:`FORMS`, ``places`` is empty or outside ``0..N-1``, or
+            ``label_totals`` without labels, on more than one place or without a carry in.
 
     Example:
         >>> data = make_additions_n(np.arange(8) % 10, np.arange(8), 2, np.random.default_rng(0))
@@ -300,6 +307,11 @@ def addition_n_spec(
     kept = sorted(set(range(top) if places is None else (int(p) for p in places)))
     if not kept or kept[0] < 0 or kept[-1] >= top:
         raise ValueError(f"places must be a non-empty subset of 0..{top - 1}, got {kept}")
+    if label_totals and (not labelled or top != 1 or data.carry_in is None):
+        raise ValueError(
+            "label_totals needs labelled one-place additions with a carry in (abduced_places), got "
+            f"{top} place(s), labelled={labelled}, carry_in {'set' if data.carry_in is not None else 'None'}"
+        )
     carries = sorted({c for p in kept for c in (p, p + 1)})
     carry_in = np.zeros(n, dtype=np.int64) if data.carry_in is None else data.carry_in
     ints = ["UniqueIntID"]
@@ -323,6 +335,9 @@ def addition_n_spec(
             "SumDigit": [(a, p, d, float(labels[a, p] == d)) for a, p, d in sum_rows],
             "Carry": [(a, p, c, float(labels[a, p] == c)) for a, p, c in carry_rows if p == top],
         }
+        if label_totals:  # one place (p = 0): the total is the label's digit plus ten times the carry out
+            totals = labels[:, 0] + 10 * labels[:, 1]
+            truth["PlaceSum"] = [(a, 0, z, float(totals[a] == z)) for a in adds for z in range(20)]
     entities = sorted({i for _, _, i1, i2 in place_rows for i in (i1, i2)})
     spec = ModelSpec.from_python(
         rules=FORMS[form].read_text(),

@@ -106,6 +106,8 @@ class Setting:
         abduce_after: Epochs of the warm-up before the first abduction.
         abduce_from_top: Also abduce the places the label settles from its top place down (``from_top`` of
             :func:`~experiments.mnist_add_n.model.abduced_places`).
+        label_totals: Label the abduced places' totals too (``label_totals`` of
+            :func:`~experiments.mnist_add_n.model.addition_n_spec`): their learning steps then need no solve.
         psl_test: Also decode the test sums by PSL inference (besides the network's digits).
         curve: Record test sum accuracy after every epoch (timer paused; never used to choose).
         curve_seconds: Record it only once this many training seconds have passed since the last point (0: after
@@ -136,6 +138,7 @@ class Setting:
     abduce_every: int = 0
     abduce_after: int = 0
     abduce_from_top: bool = False
+    label_totals: bool = False
     psl_test: bool = True
     curve: bool = True
     curve_seconds: float = 0.0
@@ -247,7 +250,7 @@ def _abduced_programs(
         100 * float(np.mean(totals == places.sum_digits @ [1, 10])),
     )
     return component_batches(
-        addition_n_spec(places, form=setting.form),
+        addition_n_spec(places, form=setting.form, label_totals=setting.label_totals),
         {"Neural": (range(len(data.pool)), images)},
         setting.program_places or setting.additions_per_batch * data.places,
         entities={"Place": [0]},
