@@ -1,4 +1,4 @@
-"""``python -m benchmarks [all|resident|steps|build|overhead|accuracy|learning|accuracy-curve|report]``.
+"""``python -m benchmarks [all|resident|steps|build|overhead|accuracy|learning|abduced|accuracy-curve|report]``.
 
 ``all`` (what ``make bench`` runs) runs every benchmark, each stage in its own process (its own JVM
 and heap), then writes ``report.md`` with the goals, tables and plots under ``--out``
@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import accuracy, accuracy_curve, build_cost, learning, overhead, report, resident, step_time
+from . import abduced, accuracy, accuracy_curve, build_cost, learning, overhead, report, resident, step_time
 
 
 def _BOTH(problem: str) -> list[str]:  # noqa: N802 - reads as a constant in the tables below
@@ -49,6 +49,7 @@ FULL = [
         ["--additions", "1000", "10000", "--steps", "3", "--warm-steps", "100", "--warm-additions", "300"],
         {},
     ),
+    ("abduced", ["--places", "44", "--steps", "10"], {}),
     ("accuracy-curve", ["--seed", "7", "--splits", "5"], {}),
 ]
 QUICK = [
@@ -59,6 +60,7 @@ QUICK = [
     ("build", ["--problems", "add1-1000", "citeseer", "--repeats", "1"], {}),
     ("overhead", ["--additions", "25", "250", "2500", "--repeats", "3"], {}),
     ("learning", ["--additions", "300", "--steps", "2", "--warm-steps", "20", "--warm-additions", "300"], {}),
+    ("abduced", ["--places", "44", "--steps", "3"], {}),
     ("accuracy-curve", ["--quick"], {}),
 ]
 COMMANDS = {
@@ -68,6 +70,7 @@ COMMANDS = {
     "overhead": overhead.main,
     "accuracy": accuracy.main,
     "learning": learning.main,
+    "abduced": abduced.main,
     "accuracy-curve": accuracy_curve.main,
 }
 

@@ -106,6 +106,23 @@ def test_report_states_each_goal_from_the_csvs(tmp_path):
     assert verdicts["Build"][0] == "holds"
 
 
+def test_report_states_the_abduced_places_goal(tmp_path):
+    from benchmarks.report import goals
+
+    def verdict(labelled_s: float, labelled_gap: float) -> tuple[str, str]:
+        (tmp_path / "abduced.csv").write_text(
+            "places,variant,step_s,energy_gap\n44,latent-capped,0.08,0.1\n"
+            f"44,labelled,{labelled_s},{labelled_gap}\n44,latent-exact,0.5,0.0\n"
+        )
+        found = {goal.split(":")[0]: (v, evidence) for goal, v, evidence in goals(tmp_path)}
+        return found["MNIST-Add-N labelled totals"]
+
+    held, evidence = verdict(0.0125, 1e-6)
+    assert held == "holds" and evidence.startswith("6.4x at 44 places; energy gap to the exact latent MAP 1.0e-06")
+    assert verdict(0.04, 1e-6)[0] == "missed"  # only 2x faster
+    assert verdict(0.0125, 0.01)[0] == "missed"  # fast, but not at the MAP state's energy
+
+
 def test_overhead_benchmark_smoke(jvm_started):
     from benchmarks.overhead import measure
 
