@@ -248,6 +248,31 @@ def test_ends_only_training_follows_the_cosine_schedule_and_keeps_the_best_valid
     assert row["best_epoch"] == best and row["val_place_acc"] == history["val_place_acc"][best]
     with pytest.raises(ValueError, match="unknown schedule"):
         run_split(replace(setting, schedule="linear"), split=0, seed=11)
+    with pytest.raises(ValueError, match="unknown select 'first'"):
+        run_split(replace(setting, select="first"), split=0, seed=11)
+
+
+@pytest.mark.parametrize(("select", "tested"), [("best", 0), ("last", 2)])
+def test_the_tested_network_is_the_selected_epochs(select, tested, jvm_started, monkeypatch):
+    """Validation made best at epoch 0 and worse after it: ``select="best"`` tests epoch 0's network,
+    ``select="last"`` epoch 2's. The test sum accuracy is then the curve's point of that epoch (the same network
+    decoding the same test additions)."""
+    setting = Setting(places=2, train_images=240, val_images=80, test_images=120, form="pairs", epochs=3)
+    setting = replace(setting, additions_per_batch=4, learning_rate=3e-3, psl_test=False, select=select)
+    decode, calls = runner._network_sums, []
+
+    def worse_validation(probs, data):  # the validation additions (20 of them; the test's are 30)
+        sums, digits = decode(probs, data)
+        if data.n_additions == 20:
+            calls.append(data)
+            sums = data.sum_digits if len(calls) == 1 else np.zeros_like(sums)
+        return sums, digits
+
+    monkeypatch.setattr(runner, "_network_sums", worse_validation)
+    row = run_split(setting, split=0, seed=5)
+    assert row["history"]["val_sum_acc"] == [100.0, 0.0, 0.0] and len(row["curve"]) == 3
+    assert row["best_epoch"] == tested and row["val_sum_acc"] == row["history"]["val_sum_acc"][tested]
+    assert row["sum_acc"] == row["curve"][tested][1]
 
 
 def test_abduction_rounds_build_one_place_programs_of_every_settled_place(jvm_started, monkeypatch):
