@@ -304,8 +304,8 @@ def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
     )
     val_images, test_images = prepare_images(x_train[val.pool]), prepare_images(x_test[test.pool])
     best = {"key": (-1.0, -1.0), "epoch": -1, "weights": network.get_weights()}  # key: validation sum acc, digits
-    keys = ("val_sum_acc", "val_place_acc", "energy", "seconds", "lr", "abduced")
-    history: dict[str, list[float]] = {key: [] for key in keys}
+    keys = ("val_sum_acc", "val_place_acc", "energy", "seconds", "lr", "abduced", "val_sums_right", "val_places_right")
+    history: dict[str, list[Any]] = {key: [] for key in keys}
     curve: list[tuple[float, float]] = []
     clock = {"start": time.perf_counter(), "paused": 0.0}
 
@@ -313,8 +313,9 @@ def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
         paused = time.perf_counter()
         seconds = training_seconds()  # evaluation is not counted
         decoded_val = _network_sums(_predict(network, val_images), val)[0]
-        accuracy = 100 * float(val.correct_sums(decoded_val).mean())
-        place_accuracy = 100 * float((decoded_val == val.sum_digits).mean())  # breaks ties of sum accuracy (at 0 %)
+        sums_right, places_right = val.correct_sums(decoded_val), (decoded_val == val.sum_digits).sum(axis=1)
+        accuracy = 100 * float(sums_right.mean())
+        place_accuracy = 100 * float(places_right.mean() / val.sum_digits.shape[1])  # breaks ties of sum accuracy
         epoch = len(history["val_sum_acc"])  # counted over the warm-up and the whole-addition epochs
         if setting.select == "last" or (accuracy, place_accuracy) > best["key"]:
             best.update(key=(accuracy, place_accuracy), epoch=epoch, weights=network.get_weights())
@@ -328,6 +329,8 @@ def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
         history["seconds"].append(seconds)
         history["lr"].append(float(keras.ops.convert_to_numpy(model.optimizer.learning_rate)))
         history["abduced"].append(stage["abduced"])
+        history["val_sums_right"].append(sums_right.astype(int).tolist())
+        history["val_places_right"].append(places_right.astype(int).tolist())
         log.info(
             "%s split %d epoch %d: %.0f s, validation sum accuracy %.1f %%, sum digits %.1f %%",
             setting.name,
@@ -449,7 +452,13 @@ _FIELDS = [
 def run_setting(
     setting: Setting, splits: int, seed: int, out: Path, ray: RayOptions | None = None
 ) -> list[dict[str, Any]]:
-    """Run ``splits`` splits (here, or as Ray tasks); rows to ``results.csv``, curve points to ``curve.csv``."""
+    """Run ``splits`` splits (here, or as Ray tasks); rows to ``results.csv``, curve points to ``curve.csv``.
+
+    Each split's validation record goes to ``validation-<setting>-seed<seed>-split<k>.npz``: per epoch (rows) and
+    validation addition (columns), whether its sum was right (``sums_right``) and how many of its sum digits
+    (``places_right``); ``seconds``, the training seconds at each epoch's end (for
+    :func:`experiments.mnist_add_n.selection.split_half_selection`).
+    """
     rows: list[dict[str, Any]] = []
 
     def record(run: Run, result: dict[str, Any]) -> None:
@@ -461,7 +470,14 @@ def run_setting(
         for seconds, accuracy in row.pop("curve"):
             point = {"setting": setting.name, "split": row["split"], "seed": seed, "seconds": seconds}
             append_csv(out / "curve.csv", {**point, "test_sum_acc": accuracy}, [*point, "test_sum_acc"])
-        row.pop("history")
+        history = row.pop("history")
+        out.mkdir(parents=True, exist_ok=True)
+        np.savez_compressed(
+            out / f"validation-{setting.name}-seed{seed}-split{row['split']}.npz",
+            sums_right=np.asarray(history["val_sums_right"], dtype=bool).reshape(len(history["seconds"]), -1),
+            places_right=np.asarray(history["val_places_right"], dtype=np.int16).reshape(len(history["seconds"]), -1),
+            seconds=np.asarray(history["seconds"], dtype=float),
+        )
         rows.extend(write_rows(out / "results.csv", [row], _FIELDS))
 
     arguments = {"setting": asdict(setting), "seed": seed}
