@@ -27,6 +27,8 @@ TIGHT = {
     "admmreasoner.epsilonabs": "1e-7",
     "admmreasoner.epsilonrel": "1e-7",
 }
+#: The same tolerances with room for the larger programs of the batching oracles (their learning steps).
+TIGHT_LONG = {**TIGHT, "admmreasoner.maxiterations": "50000"}
 
 
 @pytest.fixture(scope="session")

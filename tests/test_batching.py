@@ -14,7 +14,7 @@ from pslbridge.batching import component_batches, component_specs, components
 from pslbridge.examples.mnist_addition import add1_spec, add2_spec
 from pslbridge.neural_inputs import entity_keys
 
-TIGHT = {"admmreasoner.epsilonabs": "1e-7", "admmreasoner.epsilonrel": "1e-7", "admmreasoner.maxiterations": "50000"}
+from conftest import TIGHT_LONG
 
 
 def _predictions(rows: int, seed: int = 0) -> np.ndarray:
@@ -29,11 +29,11 @@ def test_batched_energies_and_gradients_are_the_whole_programs(build, width, jvm
     spec = build(groups, sums=sums, phase="learn")
     rows = width * 6
     p = _predictions(rows)
-    with Bridge(spec, options=TIGHT) as whole:
+    with Bridge(spec, options=TIGHT_LONG) as whole:
         step = whole.learn_step({"Neural": (list(range(rows)), p)})
         expected = dict(zip(entity_keys(whole.entities("Neural")), step.neural_gradients["Neural"]))
         energy = step.energy
-    batches = component_batches(spec, {"Neural": (range(rows), p)}, per_batch=2, seed=3, options=TIGHT)
+    batches = component_batches(spec, {"Neural": (range(rows), p)}, per_batch=2, seed=3, options=TIGHT_LONG)
     assert len(batches) == 3
     total, found = 0.0, {}
     for bridge, inputs in batches:

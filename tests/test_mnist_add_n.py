@@ -18,7 +18,7 @@ from pslbridge import Bridge
 from pslbridge.batching import component_batches
 from pslbridge.neural_inputs import entity_keys
 
-TIGHT = {"admmreasoner.epsilonabs": "1e-7", "admmreasoner.epsilonrel": "1e-7", "admmreasoner.maxiterations": "50000"}
+from conftest import TIGHT_LONG
 
 
 @pytest.mark.parametrize("places", [1, 4, 15, 100])
@@ -62,7 +62,7 @@ def test_map_state_decodes_the_exact_sums_from_the_true_digits(form, jvm_started
     if form == "pairs":  # the other reasoner decodes the same sums
         assert test.correct_sums(_psl_sums(onehot, test, replace(setting, test_reasoner="dualbcd"))).all()
     part = test.take(range(5))
-    with Bridge(addition_n_spec(part, form=form), options=TIGHT) as bridge:
+    with Bridge(addition_n_spec(part, form=form), options=TIGHT_LONG) as bridge:
         keys = [int(k) for k in entity_keys(bridge.entities("Neural"))]
         true = onehot[keys]
         wrong = np.roll(true, 1, axis=1)
@@ -80,7 +80,7 @@ def test_a_window_of_places_is_consistent_with_the_true_digits_only(places, jvm_
     labelled = {int(place) for table in spec.tables("Carry", "truth") for place in table.args[:, 1]}
     assert labelled == carries & {4}  # only the top place's carry out is labelled
     onehot = np.eye(10, dtype=np.float32)[labels[data.pool]]  # entity e is image pool[e]
-    with Bridge(spec, options=TIGHT) as bridge:
+    with Bridge(spec, options=TIGHT_LONG) as bridge:
         keys = [int(k) for k in entity_keys(bridge.entities("Neural"))]
         assert sorted(keys) == sorted({int(i) for p in places for i in data.images[:, :, p].ravel()})
         true = onehot[keys]
@@ -166,7 +166,7 @@ def test_a_one_place_program_with_a_carry_in_is_consistent_with_the_true_digits_
     flipped = replace(places, carry_in=1 - places.carry_in)
     energies = []
     for part in (places, flipped):
-        with Bridge(addition_n_spec(part, form="pairs"), options=TIGHT) as bridge:
+        with Bridge(addition_n_spec(part, form="pairs"), options=TIGHT_LONG) as bridge:
             keys = [int(k) for k in entity_keys(bridge.entities("Neural"))]
             true = onehot[keys]
             energies.append(bridge.learn_step({"Neural": true}).energy)
@@ -189,7 +189,7 @@ def test_labelled_totals_give_the_latent_programs_energy_and_gradients_without_a
     logits = 2 * np.random.default_rng(0).normal(size=(240, 10))
     p = (np.exp(logits) / np.exp(logits).sum(1, keepdims=True)).astype(np.float32)
     steps = []
-    for label_totals, options in ((False, TIGHT), (True, {"admmreasoner.maxiterations": "50"})):
+    for label_totals, options in ((False, TIGHT_LONG), (True, {"admmreasoner.maxiterations": "50"})):
         with Bridge(addition_n_spec(places, form="pairs", label_totals=label_totals), options=options) as bridge:
             keys = [int(k) for k in entity_keys(bridge.entities("Neural"))]
             steps.append(bridge.learn_step({"Neural": p[keys]}))
@@ -211,11 +211,11 @@ def test_batched_energies_and_gradients_are_the_whole_programs(jvm_started):
     spec = addition_n_spec(data, form="pairs")
     logits = np.random.default_rng(0).normal(size=(36, 10))
     p = (np.exp(logits) / np.exp(logits).sum(1, keepdims=True)).astype(np.float32)
-    with Bridge(spec, options=TIGHT) as whole:
+    with Bridge(spec, options=TIGHT_LONG) as whole:
         step = whole.learn_step({"Neural": (list(range(36)), p)})
         expected = dict(zip(entity_keys(whole.entities("Neural")), step.neural_gradients["Neural"]))
     batches = component_batches(
-        spec, {"Neural": (range(36), p)}, per_batch=2, entities={"Place": [0]}, seed=1, options=TIGHT
+        spec, {"Neural": (range(36), p)}, per_batch=2, entities={"Place": [0]}, seed=1, options=TIGHT_LONG
     )
     assert len(batches) == 3
     total, found = 0.0, {}
@@ -246,6 +246,10 @@ def test_ends_only_training_follows_the_cosine_schedule_and_keeps_the_best_valid
     assert history["lr"] == sorted(history["lr"], reverse=True) and history["lr"][-1] < 0.1 * setting.learning_rate
     best = max(range(3), key=lambda e: (history["val_sum_acc"][e], history["val_place_acc"][e]))
     assert row["best_epoch"] == best and row["val_place_acc"] == history["val_place_acc"][best]
+    sums, digits = np.array(history["val_sums_right"]), np.array(history["val_places_right"])  # per addition
+    assert sums.shape == digits.shape == (3, 20) and set(np.unique(sums)) <= {0, 1} and digits.max() <= 4
+    assert np.allclose(100 * sums.mean(axis=1), history["val_sum_acc"])
+    assert np.allclose(100 * digits.mean(axis=1) / 4, history["val_place_acc"])
     with pytest.raises(ValueError, match="unknown schedule"):
         run_split(replace(setting, schedule="linear"), split=0, seed=11)
     with pytest.raises(ValueError, match="unknown select 'first'"):
@@ -273,6 +277,7 @@ def test_the_tested_network_is_the_selected_epochs(select, tested, jvm_started, 
     assert row["history"]["val_sum_acc"] == [100.0, 0.0, 0.0] and len(row["curve"]) == 3
     assert row["best_epoch"] == tested and row["val_sum_acc"] == row["history"]["val_sum_acc"][tested]
     assert row["sum_acc"] == row["curve"][tested][1]
+    assert row["test_by_select"] == {"best": row["curve"][0][1], "last": row["curve"][2][1]}  # either way
 
 
 def test_abduction_rounds_build_one_place_programs_of_every_settled_place(jvm_started, monkeypatch):
@@ -337,3 +342,9 @@ def test_small_runs_train_record_and_tabulate(extra, places, tmp_path):
     if places == 2:
         assert float(row["digit_acc"]) > 25.0
     assert f"| add-n{places} | 3 | 1 |" in (tmp_path / "results.md").read_text()
+    with np.load(tmp_path / f"validation-add-n{places}-seed3-split0.npz") as record:  # one row per epoch
+        sums, digits, seconds = record["sums_right"], record["places_right"], record["seconds"]
+    assert sums.shape == digits.shape == (int(row["trained_epochs"]), 400 // (2 * places)) and len(seconds) == len(sums)
+    best = int(row["best_epoch"])
+    assert 100 * sums[best].mean() == pytest.approx(float(row["val_sum_acc"]))
+    assert 100 * digits[best].mean() / (places + 1) == pytest.approx(float(row["val_place_acc"]))
