@@ -398,11 +398,8 @@ def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
     keys_of = {"best": best["key"], "last": final_key}
     epochs_of = {"best": best["epoch"], "last": last}
     probs_of = {"last": _predict(network, test_images)}  # the network as training left it
-    final = network.get_weights()
     network.set_weights(best["weights"])
     probs_of["best"] = _predict(network, test_images)
-    if setting.select == "last":
-        network.set_weights(final)
     by_select = {rule: 100 * float(test.correct_sums(_network_sums(p, test)[0]).mean()) for rule, p in probs_of.items()}
     log.info(
         "%s split %d: test sum accuracy of the best epoch on validation (%d) %.2f %%, of the last (%d) %.2f %%",
@@ -500,8 +497,8 @@ def run_setting(
         out.mkdir(parents=True, exist_ok=True)
         np.savez_compressed(
             out / f"validation-{setting.name}-seed{seed}-split{row['split']}.npz",
-            sums_right=np.asarray(history["val_sums_right"], dtype=bool).reshape(len(history["seconds"]), -1),
-            places_right=np.asarray(history["val_places_right"], dtype=np.int16).reshape(len(history["seconds"]), -1),
+            sums_right=np.asarray(history["val_sums_right"], dtype=bool),
+            places_right=np.asarray(history["val_places_right"], dtype=np.int16),
             seconds=np.asarray(history["seconds"], dtype=float),
         )
         rows.extend(write_rows(out / "results.csv", [row], _FIELDS))

@@ -58,11 +58,11 @@ def split_half_selection(
     if epochs < 1 or additions < 2:
         raise ValueError(f"need at least one epoch and two validation additions, got {sums_right.shape}")
     rng = np.random.default_rng(0) if rng is None else rng
+    scale = (places_right.max() + 1) * additions  # sums first, then digits: one number per epoch
     best_scores, last_scores, best_is_last = [], [], 0
     for _ in range(draws):
         order = rng.permutation(additions)
         half_a, half_b = order[: additions // 2], order[additions // 2 :]
-        scale = (places_right.max() + 1) * additions  # sums first, then digits: one number per epoch
         key_a = sums_right[:, half_a].sum(axis=1) * scale + places_right[:, half_a].sum(axis=1)
         best = int(np.argmax(key_a))  # the first of equal keys: the earliest, as the runner keeps
         best_scores.append(sums_right[best, half_b].mean())
