@@ -27,7 +27,7 @@ Examples:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -166,14 +166,27 @@ def component_specs(
     order = np.arange(count) if seed is None else np.random.default_rng(seed).permutation(count)
     batch_of = np.empty(count, dtype=np.int64)
     batch_of[order] = np.arange(count) // per_batch
+    n_batches = int(np.ceil(count / per_batch))
+    # Each table's rows grouped by batch once (in their order within a batch), not one scan per batch.
+    rows_of = [_rows_by_batch(np.where(comp >= 0, batch_of[np.maximum(comp, 0)], -1), n_batches) for comp in ids]
     out = []
-    for batch in range(int(np.ceil(count / per_batch))):
-        tables = []
-        for table, comp in zip(spec.data, ids):
-            keep = (comp < 0) | (batch_of[np.maximum(comp, 0)] == batch) & (comp >= 0)
-            tables.append(_rows(table, keep))
+    for batch in range(n_batches):
+        tables = [_rows(table, rows(batch)) for table, rows in zip(spec.data, rows_of)]
         out.append(dataclasses.replace(spec, data=tables, source=f"{spec.source} [batch {batch}]"))
     return out
+
+
+def _rows_by_batch(row_batch: np.ndarray, n_batches: int) -> Callable[[int], np.ndarray]:
+    """``rows(batch)``: the indexes, ascending, of the rows of ``batch`` and the shared rows (``row_batch`` -1)."""
+    shared = np.flatnonzero(row_batch < 0)
+    own = np.argsort(row_batch, kind="stable")[len(shared) :]  # ascending within a batch: the sort is stable
+    bounds = np.searchsorted(row_batch[own], np.arange(n_batches + 1))
+
+    def rows(batch: int) -> np.ndarray:
+        mine = own[bounds[batch] : bounds[batch + 1]]
+        return np.union1d(shared, mine) if len(shared) else mine
+
+    return rows
 
 
 def _rows(table: DataTable, keep: np.ndarray) -> DataTable:

@@ -93,25 +93,25 @@ def check_duplicates(spec: ModelSpec) -> None:
         ...
         pslbridge.errors.ModelFileError: <python targets of B>: atom B(x) appears twice: in targets here ...
     """
-    seen: dict[tuple[str, tuple], tuple[str, str, int | None]] = {}
+    seen: dict[tuple[str, tuple], tuple[DataTable, int]] = {}  # where each atom was first seen, read on error only
     for table in spec.data:
         if table.partition == "truth":
             continue
         key_pred = table.predicate.upper()
         for i, row in enumerate(map(tuple, table.args)):
             key = (key_pred, row)
-            if key in seen:
+            first = seen.setdefault(key, (table, i))
+            if first[1] != i or first[0] is not table:
                 origin, line = table.where(i)
-                first = seen[key]
-                where = f"{first[1]}" + (f":{first[2]}" if first[2] else "")
+                first_origin, first_line = first[0].where(first[1])
+                where = f"{first_origin}" + (f":{first_line}" if first_line else "")
                 raise ModelFileError(
                     f"atom {table.predicate}({', '.join(row)}) appears twice: in {table.partition} here and in "
-                    f"{first[0]} at {where}; each atom may appear once across observations and targets",
+                    f"{first[0].partition} at {where}; each atom may appear once across observations and targets",
                     path=origin,
                     line=line,
                     predicate=table.predicate,
                 )
-            seen[key] = (table.partition, *table.where(i))
 
 
 @dataclass

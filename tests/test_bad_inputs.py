@@ -121,6 +121,9 @@ def test_duplicate_atoms_across_partitions(sa_copy):
     with pytest.raises(ModelFileError, match="appears twice") as info:
         Bridge(sa_copy / "simple-acquaintances.json")
     assert info.value.predicate == "Knows"
+    assert info.value.line == len(path.read_text().splitlines())  # the repeat, and where the atom came first
+    assert "in targets here and in observations at" in str(info.value)
+    assert "knows_obs.txt:1;" in str(info.value)
 
 
 def test_closed_predicate_with_targets(sa_copy):

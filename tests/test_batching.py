@@ -62,6 +62,24 @@ def test_each_row_with_an_entity_is_in_one_batch_and_the_value_tables_in_every_o
     assert [sorted(set(i)) for i in images] == [["0", "1", "2", "3"], ["4", "5", "6", "7"], ["8", "9"]]
 
 
+@pytest.mark.parametrize("seed", [None, 5])
+def test_a_batch_holds_whole_components_and_the_shared_rows_in_the_tables_order(seed):
+    spec = add2_spec([tuple(range(4 * k, 4 * k + 4)) for k in range(7)], sums=list(range(7)), phase="learn")
+    ids = components(spec)
+    index = [{tuple(row): r for r, row in enumerate(table.args.tolist())} for table in spec.data]
+    held = []  # the components of each batch
+    for part in component_specs(spec, per_batch=3, seed=seed):
+        rows = [np.array([at[tuple(r)] for r in t.args.tolist()], dtype=np.int64) for at, t in zip(index, part.data)]
+        mine = sorted({int(c) for comp, r in zip(ids, rows) for c in comp[r] if c >= 0})
+        held.append(mine)
+        for comp, r in zip(ids, rows):
+            np.testing.assert_array_equal(r, np.flatnonzero((comp < 0) | np.isin(comp, mine)))  # in order, whole
+    assert sorted(c for mine in held for c in mine) == list(range(7))  # each component in one batch
+    assert [len(mine) for mine in held] == [3, 3, 1]
+    if seed is None:
+        assert held == [[0, 1, 2], [3, 4, 5], [6]]
+
+
 def test_a_target_without_an_entity_argument_couples_everything_and_is_refused():
     spec = ModelSpec.from_python(
         rules=["1: Neural(I, D) -> Global(D) ^2"],
