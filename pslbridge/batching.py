@@ -27,7 +27,7 @@ Examples:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -171,22 +171,17 @@ def component_specs(
     rows_of = [_rows_by_batch(np.where(comp >= 0, batch_of[np.maximum(comp, 0)], -1), n_batches) for comp in ids]
     out = []
     for batch in range(n_batches):
-        tables = [_rows(table, rows(batch)) for table, rows in zip(spec.data, rows_of)]
+        tables = [_rows(table, rows[batch]) for table, rows in zip(spec.data, rows_of)]
         out.append(dataclasses.replace(spec, data=tables, source=f"{spec.source} [batch {batch}]"))
     return out
 
 
-def _rows_by_batch(row_batch: np.ndarray, n_batches: int) -> Callable[[int], np.ndarray]:
-    """``rows(batch)``: the indexes, ascending, of the rows of ``batch`` and the shared rows (``row_batch`` -1)."""
+def _rows_by_batch(row_batch: np.ndarray, n_batches: int) -> list[np.ndarray]:
+    """Per batch, the indexes, ascending, of its rows and of the shared rows (``row_batch`` -1)."""
     shared = np.flatnonzero(row_batch < 0)
     own = np.argsort(row_batch, kind="stable")[len(shared) :]  # ascending within a batch: the sort is stable
-    bounds = np.searchsorted(row_batch[own], np.arange(n_batches + 1))
-
-    def rows(batch: int) -> np.ndarray:
-        mine = own[bounds[batch] : bounds[batch + 1]]
-        return np.union1d(shared, mine) if len(shared) else mine
-
-    return rows
+    bounds = np.searchsorted(row_batch[own], np.arange(1, n_batches))
+    return [np.union1d(shared, mine) if len(shared) else mine for mine in np.split(own, bounds)]
 
 
 def _rows(table: DataTable, keep: np.ndarray) -> DataTable:
