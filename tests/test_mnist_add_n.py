@@ -13,7 +13,15 @@ import pytest
 
 from experiments.mnist_add_n import runner
 from experiments.mnist_add_n.model import abduced_places, addition_n_spec, make_additions_n, sum_digits
-from experiments.mnist_add_n.runner import Setting, _abduced_programs, _psl_sums, run_split, split_data
+from experiments.mnist_add_n.runner import (
+    Setting,
+    _abduced_programs,
+    _programs,
+    _psl_sums,
+    _unsettled,
+    run_split,
+    split_data,
+)
 from pslbridge import Bridge
 from pslbridge.batching import component_batches
 from pslbridge.neural_inputs import entity_keys
@@ -318,6 +326,60 @@ def test_abduction_rounds_build_one_place_programs_of_every_settled_place(jvm_st
     short = replace(setting, epochs=5, warmup_epochs=4, abduce_every=2, abduce_after=1, psl_test=False, curve=False)
     assert run_split(short, split=0, seed=1)["history"]["abduced"] == [0, 1, 1, 3, 3]
     assert calls == [set(), {100}]  # each round is told the places settled before
+
+
+def test_end_programs_whose_places_are_all_settled_leave_training(jvm_started, monkeypatch):
+    """With ``drop_settled_ends`` each abduction round's ``fit`` gets the abduced programs and only the end-place
+    programs that hold a place not settled yet; the whole-addition epochs after the warm-up get all theirs."""
+    import pslbridge.keras
+
+    setting = Setting(places=3, train_images=180, val_images=60, test_images=60, form="pairs", additions_per_batch=2)
+    labels = np.random.default_rng(12).integers(0, 10, size=240)
+    train, _, _ = split_data(setting, 0, 0, labels, labels)
+    images = np.eye(10, dtype=np.float32)[labels[train.pool]]
+    warm = _programs(setting, train, images, seed=0, warmup=True)
+    firsts = set(train.images[:, 0].ravel().tolist())
+    try:
+        held = [{int(key) for key in inputs["Neural"][0]} for _, inputs in warm]
+        assert len(warm) == 10 and all(len(ids) == 3 * 2 * 2 for ids in held)  # 3 additions, 2 ends, 2 images
+        ends = {int(i) for i in train.images[:, 0][:, [0, 2]].ravel()}
+        assert _unsettled(warm, train, set()) == warm and _unsettled(warm, train, firsts) == []
+        assert _unsettled(warm, train, ends) == []  # the middle places are in no end-place program
+        one = ends & held[0]
+        assert _unsettled(warm, train, one) == warm[1:]
+        assert _unsettled(warm, train, one - {min(one)}) == warm  # one place of program 0 not settled: it stays
+    finally:
+        for bridge, _ in warm:
+            bridge.close()
+
+    built: dict[str, list] = {}
+
+    def capture(*args, **kwargs):
+        programs = runner_programs(*args, **kwargs)
+        built.setdefault("warm" if kwargs.get("warmup") else "whole", programs)
+        return programs
+
+    def settles_the_first_end_program(*args):
+        return [], {int(i) for i in built["warm"][0][1]["Neural"][0]} & firsts
+
+    sizes: list[int] = []
+
+    class Counted(pslbridge.keras.ProgramData):
+        def __init__(self, programs, **kwargs):
+            sizes.append(len(programs))
+            super().__init__(programs, **kwargs)
+
+    runner_programs = runner._programs
+    monkeypatch.setattr(runner, "_programs", capture)
+    monkeypatch.setattr(runner, "_abduced_programs", settles_the_first_end_program)
+    monkeypatch.setattr(pslbridge.keras, "ProgramData", Counted)
+    short = replace(setting, epochs=5, warmup_epochs=4, abduce_every=2, abduce_after=1, psl_test=False, curve=False)
+    run_split(replace(short, drop_settled_ends=True), split=0, seed=1)
+    assert sizes == [10, 9, 9, len(built["whole"])]
+    sizes.clear()
+    built.clear()
+    run_split(short, split=0, seed=1)
+    assert sizes == [10, 10, 10, len(built["whole"])]
 
 
 @pytest.mark.slow

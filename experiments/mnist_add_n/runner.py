@@ -112,6 +112,9 @@ class Setting:
             :func:`~experiments.mnist_add_n.model.abduced_places`).
         label_totals: Label the abduced places' totals too (``label_totals`` of
             :func:`~experiments.mnist_add_n.model.addition_n_spec`): their learning steps then need no solve.
+        drop_settled_ends: From each abduction round on, train only the end-place programs that hold a place
+            not abduced yet: a program whose every place has a one-place program leaves training (its places
+            are trained there, with their carries observed).
         select: A member of :data:`SELECTIONS`: test the epoch with the best validation sum accuracy (ties broken
             by the sum digits' accuracy), or the last epoch (no choice among noisy validation scores).
         psl_test: Also decode the test sums by PSL inference (besides the network's digits).
@@ -145,6 +148,7 @@ class Setting:
     abduce_after: int = 0
     abduce_from_top: bool = False
     label_totals: bool = False
+    drop_settled_ends: bool = False
     select: str = "best"
     psl_test: bool = True
     curve: bool = True
@@ -267,6 +271,20 @@ def _abduced_programs(
     ), {int(i) for i in places.images[:, 0, 0]}
 
 
+def _unsettled(programs: list, data: AdditionsN, settled: set[int]) -> list:
+    """The programs of ``data``'s places that hold a place not in ``settled``, in order.
+
+    A place is named by its first number's image (as :func:`_abduced_programs` names the places it settles); a
+    program's places are read from its network inputs' entity keys (both numbers' images, as integers).
+    """
+    place_of = np.zeros(len(data.pool), dtype=np.int64)
+    for number in (0, 1):
+        place_of[data.images[:, number]] = data.images[:, 0]
+    named = np.fromiter(settled, dtype=np.int64, count=len(settled))
+    held = [np.asarray([int(key) for key in inputs["Neural"][0]], dtype=np.int64) for _, inputs in programs]
+    return [p for p, ids in zip(programs, held, strict=True) if not np.isin(place_of[ids], named).all()]
+
+
 def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
     """Train and test one split; the result row.
 
@@ -383,7 +401,10 @@ def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
                     more, new = _abduced_programs(setting, network, train, train_images, seed + split + done, settled)
                     abduced, settled = abduced + more, settled | new
                     stage["abduced"] = len(settled)
-                    programs, length = warm + abduced, min(length, setting.abduce_every)
+                    ends = _unsettled(warm, train, settled) if setting.drop_settled_ends else warm
+                    if len(ends) < len(warm):
+                        log.info("%s: %d of %d end-place programs left in training", setting.name, len(ends), len(warm))
+                    programs, length = ends + abduced, min(length, setting.abduce_every)
                 elif setting.abduce_every:
                     length = min(length, setting.abduce_after - done)
             stage["programs"] = len(programs)
