@@ -171,6 +171,41 @@ def test_shift_moves_training_images_and_leaves_inference_alone():
         lenet(shift=1.0)
 
 
+def test_rotation_and_zoom_turn_and_scale_training_images_and_leave_inference_alone():
+    """A horizontal bar: with ``rotation=1/36`` training calls turn it by at most 10 degrees (and by more than 1 on
+    some call); with ``zoom=0.1`` its length scales by a factor in [0.9, 1.1]. Inference calls return the image
+    unchanged, and out-of-range values name the option."""
+    set_seed(0)
+    image = np.zeros((1, 28, 28, 1), np.float32)
+    image[0, 13:15, 6:22, 0] = 1.0
+    ys, xs = np.mgrid[0:28, 0:28]
+
+    def angle(a):
+        a = np.asarray(a)[0, :, :, 0]
+        y, x = (a * ys).sum() / a.sum(), (a * xs).sum() / a.sum()
+        cov_xy, var_x, var_y = (a * (xs - x) * (ys - y)).sum(), (a * (xs - x) ** 2).sum(), (a * (ys - y) ** 2).sum()
+        return abs(np.degrees(0.5 * np.arctan2(2 * cov_xy, var_x - var_y)))
+
+    def spread(a):
+        a = np.asarray(a)[0, :, :, 0]
+        x = (a * xs).sum() / a.sum()
+        return float(np.sqrt((a * (xs - x) ** 2).sum() / a.sum()))
+
+    turner = lenet(rotation=1 / 36).layers[0]
+    turns = [angle(turner(image, training=True)) for _ in range(20)]
+    assert max(turns) <= 10.5 and max(turns) >= 1.0
+    np.testing.assert_array_equal(np.asarray(turner(image, training=False)), image)
+    zoomer = lenet(zoom=0.1).layers[0]
+    scales = [spread(zoomer(image, training=True)) / spread(image) for _ in range(20)]
+    assert 0.9 - 0.02 <= min(scales) and max(scales) <= 1.1 + 0.02
+    assert max(abs(m - 1.0) for m in scales) >= 0.03
+    np.testing.assert_array_equal(np.asarray(zoomer(image, training=False)), image)
+    assert len(lenet(shift=0.1, rotation=0.02, zoom=0.1).layers) == len(lenet().layers) + 3
+    for option, value in (("rotation", 0.5), ("zoom", 1.0), ("rotation", -0.1)):
+        with pytest.raises(ValueError, match=option):
+            lenet(**{option: value})
+
+
 @pytest.mark.parametrize("option", ["--shift", "--weight-average"])
 @pytest.mark.parametrize("value", ["1", "-0.1", "x"])
 def test_out_of_range_options_are_usage_errors(option, value, capsys):

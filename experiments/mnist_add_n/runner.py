@@ -98,6 +98,8 @@ class Setting:
         reasoner: The training programs' MAP reasoner, a key of :data:`ITERATION_CAPS`.
         test_reasoner: The test programs' MAP reasoner (PSL-inference decoding), a key of :data:`ITERATION_CAPS`.
         shift: Training images move by up to this fraction of their size (0: off).
+        rotation: Training images turn by up to this fraction of a full turn either way (0: off).
+        zoom: Training images scale by a factor in ``[1 - zoom, 1 + zoom]`` (0: off).
         warmup_epochs: First train this many epochs on the ends of every addition only: its lowest and its
             highest ``warmup_places`` places, where the known carry in (ones place) and carry out (top place)
             pin the latent carries down; then on whole additions (0: off; ``epochs`` or more: ends only, and the
@@ -142,6 +144,8 @@ class Setting:
     reasoner: str = "admm"
     test_reasoner: str = "admm"
     shift: float = 0.0
+    rotation: float = 0.0
+    zoom: float = 0.0
     warmup_epochs: int = 0
     warmup_places: int = 1
     abduce_every: int = 0
@@ -310,7 +314,9 @@ def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
     x_train, y_train, x_test, y_test = load_mnist()
     train, val, test = split_data(setting, split, seed, y_train, y_test)
     set_seed(seed + split)
-    network = lenet(learning_rate=setting.learning_rate, shift=setting.shift)
+    network = lenet(
+        learning_rate=setting.learning_rate, shift=setting.shift, rotation=setting.rotation, zoom=setting.zoom
+    )
     t0 = time.perf_counter()
     train_images = prepare_images(x_train[train.pool])
     warm_epochs = min(setting.warmup_epochs, setting.epochs)

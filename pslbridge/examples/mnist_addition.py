@@ -422,6 +422,8 @@ def lenet(
     shift: float = 0.0,
     class_prior: float = 0.0,
     prior_momentum: float = 0.0,
+    rotation: float = 0.0,
+    zoom: float = 0.0,
 ) -> Any:
     """The paper's LeNet-style CNN, compiled with Adam.
 
@@ -437,6 +439,13 @@ def lenet(
             :class:`~pslbridge.keras.ClassBalance` prior of that weight (a last layer that adds it to the losses
             of training calls; 0: off, the paper's network).
         prior_momentum: The prior's momentum (its mean prediction runs over training calls; 0: each batch's).
+        rotation: With ``rotation > 0``, training calls also turn each image by a random angle of up to this
+            fraction of a full turn either way (``1 / 36``: 10 degrees); inference calls are unchanged.
+        zoom: With ``zoom > 0``, training calls also scale each image by a random factor in
+            ``[1 - zoom, 1 + zoom]``; inference calls are unchanged.
+
+    Raises:
+        ValueError: ``shift`` or ``zoom`` outside ``[0, 1)``, or ``rotation`` outside ``[0, 0.5)``.
 
     Examples:
         >>> lenet().count_params()
@@ -448,9 +457,18 @@ def lenet(
     """
     import keras
 
-    if not 0.0 <= shift < 1.0:
-        raise ValueError(f"shift must lie in [0, 1), got {shift}")
-    augment = [keras.layers.RandomTranslation(shift, shift, fill_mode="constant")] if shift > 0 else []
+    for option, value, top in (("shift", shift, 1.0), ("zoom", zoom, 1.0), ("rotation", rotation, 0.5)):
+        if not 0.0 <= value < top:
+            raise ValueError(f"{option} must lie in [0, {top:g}), got {value}")
+    augment = [
+        make()
+        for value, make in (
+            (rotation, lambda: keras.layers.RandomRotation(rotation, fill_mode="constant")),
+            (zoom, lambda: keras.layers.RandomZoom(zoom, fill_mode="constant")),
+            (shift, lambda: keras.layers.RandomTranslation(shift, shift, fill_mode="constant")),
+        )
+        if value > 0
+    ]
     layers = lenet_layers(input_shape)
     prior = []
     if class_prior > 0:
