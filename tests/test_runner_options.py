@@ -146,6 +146,16 @@ def test_observed_labels_flag_and_its_loss_check(monkeypatch, tmp_path, capsys):
     assert (bilevel.labels, bilevel.loss) == ("fixed", "bce")
 
 
+def _moments(image) -> tuple[np.ndarray, np.ndarray]:
+    """The centre ``(y, x)`` and the 2x2 covariance (rows and columns: y, x) of one image's pixel mass."""
+    a = np.asarray(image)[0, :, :, 0]
+    grid = np.stack(np.mgrid[0 : a.shape[0], 0 : a.shape[1]]).reshape(2, -1)
+    weights = a.reshape(-1) / a.sum()
+    centre = grid @ weights
+    offsets = grid - centre[:, None]
+    return centre, (offsets * weights) @ offsets.T
+
+
 def test_shift_moves_training_images_and_leaves_inference_alone():
     """A 4x4 bright square: training calls move it by at most 10 % of 28 px along each axis (and do move it
     on some call); inference calls return the image unchanged, so predictions are deterministic."""
@@ -154,13 +164,7 @@ def test_shift_moves_training_images_and_leaves_inference_alone():
     shifter = net.layers[0]
     image = np.zeros((1, 28, 28, 1), np.float32)
     image[0, 12:16, 12:16, 0] = 1.0
-    ys, xs = np.mgrid[0:28, 0:28]
-
-    def centre(a):
-        a = np.asarray(a)[0, :, :, 0]
-        return np.array([(a * ys).sum(), (a * xs).sum()]) / a.sum()
-
-    moves = [np.abs(centre(shifter(image, training=True)) - centre(image)) for _ in range(20)]
+    moves = [np.abs(_moments(shifter(image, training=True))[0] - _moments(image)[0]) for _ in range(20)]
     assert max(m.max() for m in moves) <= 0.1 * 28 + 0.5
     assert max(m.max() for m in moves) >= 1.0
     np.testing.assert_array_equal(np.asarray(shifter(image, training=False)), image)
@@ -178,18 +182,13 @@ def test_rotation_and_zoom_turn_and_scale_training_images_and_leave_inference_al
     set_seed(0)
     image = np.zeros((1, 28, 28, 1), np.float32)
     image[0, 13:15, 6:22, 0] = 1.0
-    ys, xs = np.mgrid[0:28, 0:28]
 
     def angle(a):
-        a = np.asarray(a)[0, :, :, 0]
-        y, x = (a * ys).sum() / a.sum(), (a * xs).sum() / a.sum()
-        cov_xy, var_x, var_y = (a * (xs - x) * (ys - y)).sum(), (a * (xs - x) ** 2).sum(), (a * (ys - y) ** 2).sum()
-        return abs(np.degrees(0.5 * np.arctan2(2 * cov_xy, var_x - var_y)))
+        cov = _moments(a)[1]
+        return abs(np.degrees(0.5 * np.arctan2(2 * cov[0, 1], cov[1, 1] - cov[0, 0])))
 
     def spread(a):
-        a = np.asarray(a)[0, :, :, 0]
-        x = (a * xs).sum() / a.sum()
-        return float(np.sqrt((a * (xs - x) ** 2).sum() / a.sum()))
+        return float(np.sqrt(_moments(a)[1][1, 1]))
 
     turner = lenet(rotation=1 / 36).layers[0]
     turns = [angle(turner(image, training=True)) for _ in range(20)]
