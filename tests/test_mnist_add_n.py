@@ -162,6 +162,61 @@ def test_abduced_places_from_the_top_add_those_the_label_settles_from_its_top_pl
     assert everything.n_additions == 10 * data.n_additions
 
 
+def test_abduced_places_between_add_those_settled_from_below_and_from_the_top():
+    """Oracle: Python integer arithmetic. With ``between``, place p is also kept (if no reading keeps it) when
+    the decoded sum agrees with the label at places 0..p-1 and not at p, the carries D_q read from the top (see
+    the test above) are 0 or 1 for q = p+1..N-1, and the digits must make L_p + 10 D_(p+1) - C_p (C_p the
+    carry of the network's digits below p) in 0..18; its carries are C_p and D_(p+1); so are places p - 1
+    (carries C) and p + 1 (carries D) where no reading keeps them. Where one digit of an addition is wrong,
+    every place is kept, with its true total and carries."""
+    rng = np.random.default_rng(12)
+    labels = rng.integers(0, 10, size=4000)
+    data = make_additions_n(labels, np.arange(4000), 10, rng)  # 200 additions of N = 10
+    guess = np.where(rng.random(data.digits.shape) < 0.05, rng.integers(0, 10, size=data.digits.shape), data.digits)
+
+    def number(digits) -> int:
+        return int("".join(map(str, digits[::-1])))
+
+    def rows(kept):
+        return {(*i[:, 0].tolist(), c, *s.tolist()) for i, c, s in zip(kept.images, kept.carry_in, kept.sum_digits)}
+
+    def bottom(x: int, y: int, p: int) -> int:  # the carry into place p of x + y
+        return int(x % 10**p + y % 10**p >= 10**p)
+
+    others = rows(abduced_places(data, guess, from_top=True))
+    expected = set(others)
+    held = {row[:2] for row in others}
+    for a in range(data.n_additions):
+        x, y, total = number(guess[a, 0]), number(guess[a, 1]), number(data.sum_digits[a])
+        d = [total // 10**q - x // 10**q - y // 10**q for q in range(11)]
+        for p in range(10):
+            images = tuple(data.images[a, :, p].tolist())
+            below = (x + y) % 10**p == total % 10**p and (x + y) // 10**p % 10 != total // 10**p % 10
+            carry_in = bottom(x, y, p)
+            label = int(data.sum_digits[a, p])
+            if images in held or not below or any(d[q] not in (0, 1) for q in range(p + 1, 10)):
+                continue
+            if 0 <= label + 10 * d[p + 1] - carry_in <= 18:
+                expected.add((*images, carry_in, label, d[p + 1]))
+                below_row = (p - 1, bottom(x, y, p - 1) if p else 0, bottom(x, y, p))
+                for q, c_in, c_out in (below_row, (p + 1, d[p + 1], d[min(p + 2, 10)])):
+                    neighbour = tuple(data.images[a, :, min(max(q, 0), 9)].tolist())
+                    if 0 <= q < 10 and neighbour not in held:
+                        expected.add((*neighbour, c_in, int(data.sum_digits[a, q]), c_out))
+    got = rows(abduced_places(data, guess, from_top=True, between=True))
+    assert got == expected and len(others) < len(got)
+    assert len({row[:2] for row in got}) == len(got)  # each place once
+
+    one = data.digits.copy()  # one wrong digit per addition, at a random place of a random number
+    where = rng.integers(0, 10, size=data.n_additions)
+    one[np.arange(data.n_additions), rng.integers(0, 2, size=data.n_additions), where] += rng.integers(1, 10, 200)
+    one %= 10
+    wrong_places = {tuple(data.images[a, :, p].tolist()) for a, p in enumerate(where)}
+    assert not wrong_places & {row[:2] for row in rows(abduced_places(data, one, from_top=True))}  # not without
+    truth = rows(abduced_places(data, data.digits, from_top=True))  # every place, its true carries
+    assert rows(abduced_places(data, one, from_top=True, between=True)) == truth
+
+
 def test_a_one_place_program_with_a_carry_in_is_consistent_with_the_true_digits_only(jvm_started):
     """Oracle: integer addition. The abduced places' programs observe their carry in (0 or 1): (near) zero energy
     at the true digits, more at wrong ones, and more when the carry in is flipped."""
@@ -326,6 +381,36 @@ def test_abduction_rounds_build_one_place_programs_of_every_settled_place(jvm_st
     short = replace(setting, epochs=5, warmup_epochs=4, abduce_every=2, abduce_after=1, psl_test=False, curve=False)
     assert run_split(short, split=0, seed=1)["history"]["abduced"] == [0, 1, 1, 3, 3]
     assert calls == [set(), {100}]  # each round is told the places settled before
+
+
+def test_abduce_between_adds_the_wrong_digits_places_with_their_true_totals(jvm_started):
+    """A network wrong on one digit of every addition (place 1 of the first number): ``abduce_between`` settles
+    every place, the wrong digits' places among them with programs at (near) zero energy at the true digits;
+    without it, no abduction reading settles those places."""
+    setting = Setting(places=3, train_images=180, val_images=60, test_images=60, form="pairs", additions_per_batch=2)
+    labels = np.random.default_rng(13).integers(0, 10, size=240)
+    train, _, _ = split_data(setting, 0, 0, labels, labels)
+    digits = labels[train.pool].copy()
+    wrong = train.images[:, 0, 1]
+    digits[wrong] = (digits[wrong] + 1) % 10
+    guessed, onehot = np.eye(10, dtype=np.float32)[digits], np.eye(10, dtype=np.float32)[labels[train.pool]]
+
+    class OneWrong:
+        def predict(self, images, **_):
+            return guessed
+
+    options = replace(setting, admm_iterations=50000, abduce_from_top=True, label_totals=True)
+    without, settled = _abduced_programs(options, OneWrong(), train, onehot, seed=0, settled=set())
+    assert not settled & set(train.images[:, 0, 1].tolist()) and settled
+    programs, settled = _abduced_programs(
+        replace(options, abduce_between=True), OneWrong(), train, onehot, seed=0, settled=set()
+    )
+    assert settled == set(train.images[:, 0].ravel().tolist())  # every place, named by its first image
+    for bridge, inputs in programs:
+        with bridge:
+            assert bridge.learn_step(inputs).energy < 1e-3  # the "images" are the one-hot true digits
+    for bridge, _ in without:
+        bridge.close()
 
 
 def test_end_programs_whose_places_are_all_settled_leave_training(jvm_started, monkeypatch):

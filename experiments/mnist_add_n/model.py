@@ -182,7 +182,9 @@ def carries_from_top(numbers: np.ndarray, labels: np.ndarray) -> tuple[np.ndarra
     return possible, carry
 
 
-def abduced_places(data: AdditionsN, predicted: np.ndarray, *, from_top: bool = False) -> AdditionsN:
+def abduced_places(
+    data: AdditionsN, predicted: np.ndarray, *, from_top: bool = False, between: bool = False
+) -> AdditionsN:
     """One-place additions for the places whose carries the network's digits settle, consistently with the label.
 
     The network's digits (``predicted``, shaped like ``data.digits``) are added exactly; where their sum agrees
@@ -193,12 +195,19 @@ def abduced_places(data: AdditionsN, predicted: np.ndarray, *, from_top: bool = 
     ``from_top``, a place is also kept where the carries read from the label's top down
     (:func:`carries_from_top`) stay possible down to the place below it (to the ones place for the ones place),
     with those carries: a wrong digit then spoils only the places below it, not the whole addition (where both
-    readings keep a place, their carries are the same).
+    readings keep a place, their carries are the same). With ``between``, the lowest place where the sum
+    disagrees with the label is also kept if its carry out is settled from the top (the carries read from the
+    top stay possible down to the place above it): its carry in is the network's from below, where the sum
+    agrees, and with the label's digit these fix its total although the network's two digits there do not make
+    it. Its neighbours, which neither reading keeps when it is wrong, are kept too: the place below with the
+    carries from below, the place above with those from the top. Where one digit of an addition is wrong,
+    every place is so kept, the wrong digit's with its true total.
 
     Args:
         data: The additions.
         predicted: ``(n, 2, N)`` the network's digits of ``data.images``.
         from_top: Also keep the places settled from the top down.
+        between: Also keep the lowest disagreeing place where the top settles its carry out, and its neighbours.
 
     Returns:
         One-place :class:`AdditionsN` (same pool; ``digits`` the true ones, for accuracy only), ``carry_in`` set.
@@ -223,18 +232,35 @@ def abduced_places(data: AdditionsN, predicted: np.ndarray, *, from_top: bool = 
         >>> top = abduced_places(data, guess, from_top=True)  # from the top, 1 + 4 = 5 settles place 2
         >>> top.images[:, :, 0].tolist(), top.carry_in.tolist(), top.sum_digits.tolist()
         ([[2, 5]], [0], [[5, 0]])
+        >>> guess = digits.copy()
+        >>> guess[0, 1, 1] = 9  # 123 + 496 = 619: only place 1 is wrong, and neither reading keeps a place
+        >>> abduced_places(data, guess, from_top=True).n_additions
+        0
+        >>> mid = abduced_places(data, guess, between=True)  # place 1: carry in 0 (3 + 6), out 0 (5 - 1 - 4)
+        >>> mid.images[:, :, 0].tolist(), mid.carry_in.tolist(), mid.sum_digits.tolist()  # total 7 at place 1
+        ([[0, 3], [1, 4], [2, 5]], [0, 0, 0], [[9, 0], [7, 0], [5, 0]])
     """
     predicted = np.asarray(predicted)
     agrees = np.cumprod(sum_digits(predicted) == data.sum_digits, axis=1).astype(bool)  # places 0..q all agree
     keep, carry = agrees[:, 1:], carries(predicted)  # place p is kept when places 0..p+1 agree
+    carry_in, carry_out = carry[:, :-1], carry[:, 1:]
+    possible, top_carry = carries_from_top(predicted, data.sum_digits)
     if from_top:
-        possible, top_carry = carries_from_top(predicted, data.sum_digits)
         below = np.concatenate([possible[:, :1], possible[:, :-1]], axis=1)  # possible down to the place below
-        carry_in = np.where(keep, carry[:, :-1], top_carry[:, :-1])
-        carry_out = np.where(keep, carry[:, 1:], top_carry[:, 1:])
+        carry_in = np.where(keep, carry_in, top_carry[:, :-1])
+        carry_out = np.where(keep, carry_out, top_carry[:, 1:])
         keep = keep | below
-    else:
-        carry_in, carry_out = carry[:, :-1], carry[:, 1:]
+    if between:
+        n = data.n_additions
+        under = np.concatenate([np.ones((n, 1), dtype=bool), agrees[:, :-2]], axis=1)  # places 0..p-1 agree
+        over = np.concatenate([possible[:, 1:], np.ones((n, 1), dtype=bool)], axis=1)  # possible down to p + 1
+        pair = data.sum_digits[:, :-1] + 10 * top_carry[:, 1:] - carry[:, :-1]  # what the two digits must make
+        both = under & ~agrees[:, :-1] & over & (pair >= 0) & (pair <= 18) & ~keep  # the lowest disagreeing
+        lower = np.concatenate([both[:, 1:], np.zeros((n, 1), dtype=bool)], axis=1) & ~keep
+        upper = np.concatenate([np.zeros((n, 1), dtype=bool), both[:, :-1]], axis=1) & ~keep
+        carry_in = np.where(both | lower, carry[:, :-1], np.where(upper, top_carry[:, :-1], carry_in))
+        carry_out = np.where(lower, carry[:, 1:], np.where(both | upper, top_carry[:, 1:], carry_out))
+        keep = keep | both | lower | upper
     adds, places = np.nonzero(keep)
     return AdditionsN(
         data.images[adds, :, places][:, :, None],

@@ -112,6 +112,9 @@ class Setting:
         abduce_after: Epochs of the warm-up before the first abduction.
         abduce_from_top: Also abduce the places the label settles from its top place down (``from_top`` of
             :func:`~experiments.mnist_add_n.model.abduced_places`).
+        abduce_between: Also abduce the lowest place where the network's sum disagrees with the label, when the
+            top settles its carry out (``between`` of :func:`~experiments.mnist_add_n.model.abduced_places`):
+            where an addition has one wrong digit, that digit's place with its true total.
         label_totals: Label the abduced places' totals too (``label_totals`` of
             :func:`~experiments.mnist_add_n.model.addition_n_spec`): their learning steps then need no solve.
         drop_settled_ends: From each abduction round on, train only the end-place programs that hold a place
@@ -151,6 +154,7 @@ class Setting:
     abduce_every: int = 0
     abduce_after: int = 0
     abduce_from_top: bool = False
+    abduce_between: bool = False
     label_totals: bool = False
     drop_settled_ends: bool = False
     select: str = "best"
@@ -250,7 +254,7 @@ def _abduced_programs(
         The new programs, and the places they hold (named alike).
     """
     predicted = _predict(network, images).argmax(1)[data.images]
-    places = abduced_places(data, predicted, from_top=setting.abduce_from_top)
+    places = abduced_places(data, predicted, from_top=setting.abduce_from_top, between=setting.abduce_between)
     places = places.take(np.flatnonzero(~np.isin(places.images[:, 0, 0], list(settled))))
     if not places.n_additions:
         log.info("%s: no more places abduced (%d before)", setting.name, len(settled))
