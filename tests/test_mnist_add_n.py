@@ -12,7 +12,13 @@ import numpy as np
 import pytest
 
 from experiments.mnist_add_n import runner
-from experiments.mnist_add_n.model import abduced_places, addition_n_spec, make_additions_n, sum_digits
+from experiments.mnist_add_n.model import (
+    AdditionsN,
+    abduced_places,
+    addition_n_spec,
+    make_additions_n,
+    sum_digits,
+)
 from experiments.mnist_add_n.runner import (
     Setting,
     _abduced_programs,
@@ -98,22 +104,34 @@ def test_a_window_of_places_is_consistent_with_the_true_digits_only(places, jvm_
         addition_n_spec(data, places=[4])
 
 
+def _guessed_additions(seed: int, places: int) -> tuple:
+    """200 additions of N = ``places`` and the network's guess of their digits (5 % drawn at random), with the rng."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 10, size=400 * places)
+    data = make_additions_n(labels, np.arange(400 * places), places, rng)
+    guess = np.where(rng.random(data.digits.shape) < 0.05, rng.integers(0, 10, size=data.digits.shape), data.digits)
+    return data, guess, rng
+
+
+def _number(digits) -> int:
+    """The integer a number's digits (ones place first) spell."""
+    return int("".join(map(str, digits[::-1])))
+
+
+def _rows(kept) -> set[tuple[int, ...]]:
+    """Abduced one-place additions as (image, image, carry in, label digit, carry out) rows."""
+    return {(*i[:, 0].tolist(), c, *s.tolist()) for i, c, s in zip(kept.images, kept.carry_in, kept.sum_digits)}
+
+
 def test_abduced_places_are_those_whose_carries_the_network_digits_settle():
     """Oracle: Python integer addition of the numbers the network's digits spell. A place is kept exactly when
     the sum of those numbers agrees with the label up to the next place (the whole sum for the top place), and
     its carries are the carries of that addition."""
-    rng = np.random.default_rng(8)
-    labels = rng.integers(0, 10, size=2400)
-    data = make_additions_n(labels, np.arange(2400), 6, rng)  # 200 additions of N = 6
-    guess = np.where(rng.random(data.digits.shape) < 0.05, rng.integers(0, 10, size=data.digits.shape), data.digits)
+    data, guess, _ = _guessed_additions(8, 6)  # 200 additions of N = 6
     kept = abduced_places(data, guess)
-
-    def number(digits) -> int:
-        return int("".join(map(str, digits[::-1])))
-
     expected = []
     for a in range(data.n_additions):
-        x, y = number(guess[a, 0]), number(guess[a, 1])
+        x, y = _number(guess[a, 0]), _number(guess[a, 1])
         decoded = [(x + y) // 10**q % 10 for q in range(7)]
         for p in range(6):
             if decoded[: p + 2] == data.sum_digits[a, : p + 2].tolist():
@@ -135,27 +153,17 @@ def test_abduced_places_from_the_top_add_those_the_label_settles_from_its_top_pl
     D_q = L // 10^q - X // 10^q - Y // 10^q (L the label's sum, X and Y the numbers the network's digits spell);
     place p is also kept when D stays 0 or 1 down to place p - 1 (and D_0 = 0: at the ones place, when the whole
     sum agrees), with carries D_p and D_(p+1). The places kept from the ones place up stay as they were."""
-    rng = np.random.default_rng(11)
-    labels = rng.integers(0, 10, size=4000)
-    data = make_additions_n(labels, np.arange(4000), 10, rng)  # 200 additions of N = 10
-    guess = np.where(rng.random(data.digits.shape) < 0.05, rng.integers(0, 10, size=data.digits.shape), data.digits)
-
-    def number(digits) -> int:
-        return int("".join(map(str, digits[::-1])))
-
-    def rows(kept):
-        return {(*i[:, 0].tolist(), c, *s.tolist()) for i, c, s in zip(kept.images, kept.carry_in, kept.sum_digits)}
-
-    bottom = rows(abduced_places(data, guess))
+    data, guess, _ = _guessed_additions(11, 10)  # 200 additions of N = 10
+    bottom = _rows(abduced_places(data, guess))
     expected = set(bottom)
     for a in range(data.n_additions):
-        x, y, total = number(guess[a, 0]), number(guess[a, 1]), number(data.sum_digits[a])
+        x, y, total = _number(guess[a, 0]), _number(guess[a, 1]), _number(data.sum_digits[a])
         d = [total // 10**q - x // 10**q - y // 10**q for q in range(11)]
         for p in range(10):
             settled = d[0] == 0 if p <= 1 else d[p - 1] in (0, 1)
             if settled:
                 expected.add((*data.images[a, :, p].tolist(), d[p], int(data.sum_digits[a, p]), d[p + 1]))
-    got = rows(abduced_places(data, guess, from_top=True))
+    got = _rows(abduced_places(data, guess, from_top=True))
     assert got == expected and len(bottom) < len(got) < 10 * data.n_additions
     assert len({row[:2] for row in got}) == len(got)  # each place once, with one pair of carries
     everything = abduced_places(data, data.digits, from_top=True)
@@ -169,26 +177,17 @@ def test_abduced_places_between_add_those_settled_from_below_and_from_the_top():
     carry of the network's digits below p) in 0..18; its carries are C_p and D_(p+1); so are places p - 1
     (carries C) and p + 1 (carries D) where no reading keeps them. Where one digit of an addition is wrong,
     every place is kept, with its true total and carries."""
-    rng = np.random.default_rng(12)
-    labels = rng.integers(0, 10, size=4000)
-    data = make_additions_n(labels, np.arange(4000), 10, rng)  # 200 additions of N = 10
-    guess = np.where(rng.random(data.digits.shape) < 0.05, rng.integers(0, 10, size=data.digits.shape), data.digits)
-
-    def number(digits) -> int:
-        return int("".join(map(str, digits[::-1])))
-
-    def rows(kept):
-        return {(*i[:, 0].tolist(), c, *s.tolist()) for i, c, s in zip(kept.images, kept.carry_in, kept.sum_digits)}
+    data, guess, rng = _guessed_additions(12, 10)  # 200 additions of N = 10
 
     def bottom(x: int, y: int, p: int) -> int:  # the carry into place p of x + y
         return int(x % 10**p + y % 10**p >= 10**p)
 
-    others = rows(abduced_places(data, guess, from_top=True))
+    others = _rows(abduced_places(data, guess, from_top=True))
     expected = set(others)
     held = {row[:2] for row in others}
     for a in range(data.n_additions):
-        x, y, total = number(guess[a, 0]), number(guess[a, 1]), number(data.sum_digits[a])
-        d = [total // 10**q - x // 10**q - y // 10**q for q in range(11)]
+        x, y, total = _number(guess[a, 0]), _number(guess[a, 1]), _number(data.sum_digits[a])
+        d = [total // 10**q - x // 10**q - y // 10**q for q in range(12)]
         for p in range(10):
             images = tuple(data.images[a, :, p].tolist())
             below = (x + y) % 10**p == total % 10**p and (x + y) // 10**p % 10 != total // 10**p % 10
@@ -198,12 +197,13 @@ def test_abduced_places_between_add_those_settled_from_below_and_from_the_top():
                 continue
             if 0 <= label + 10 * d[p + 1] - carry_in <= 18:
                 expected.add((*images, carry_in, label, d[p + 1]))
-                below_row = (p - 1, bottom(x, y, p - 1) if p else 0, bottom(x, y, p))
-                for q, c_in, c_out in (below_row, (p + 1, d[p + 1], d[min(p + 2, 10)])):
-                    neighbour = tuple(data.images[a, :, min(max(q, 0), 9)].tolist())
-                    if 0 <= q < 10 and neighbour not in held:
+                neighbours = [(p - 1, bottom(x, y, p - 1), carry_in)] if p > 0 else []
+                neighbours += [(p + 1, d[p + 1], d[p + 2])] if p < 9 else []
+                for q, c_in, c_out in neighbours:
+                    neighbour = tuple(data.images[a, :, q].tolist())
+                    if neighbour not in held:
                         expected.add((*neighbour, c_in, int(data.sum_digits[a, q]), c_out))
-    got = rows(abduced_places(data, guess, from_top=True, between=True))
+    got = _rows(abduced_places(data, guess, from_top=True, between=True))
     assert got == expected and len(others) < len(got)
     assert len({row[:2] for row in got}) == len(got)  # each place once
 
@@ -212,9 +212,16 @@ def test_abduced_places_between_add_those_settled_from_below_and_from_the_top():
     one[np.arange(data.n_additions), rng.integers(0, 2, size=data.n_additions), where] += rng.integers(1, 10, 200)
     one %= 10
     wrong_places = {tuple(data.images[a, :, p].tolist()) for a, p in enumerate(where)}
-    assert not wrong_places & {row[:2] for row in rows(abduced_places(data, one, from_top=True))}  # not without
-    truth = rows(abduced_places(data, data.digits, from_top=True))  # every place, its true carries
-    assert rows(abduced_places(data, one, from_top=True, between=True)) == truth
+    assert not wrong_places & {row[:2] for row in _rows(abduced_places(data, one, from_top=True))}  # not without
+    truth = _rows(abduced_places(data, data.digits, from_top=True))  # every place, its true carries
+    assert _rows(abduced_places(data, one, from_top=True, between=True)) == truth
+
+    digits = np.array([[[5, 4, 4], [6, 8, 0]]])  # 445 + 086 = 531, guessed as 845 + 686 = 1531
+    small = AdditionsN(np.arange(6).reshape(1, 2, 3), np.arange(6), digits, sum_digits(digits))
+    guess = np.array([[[5, 4, 8], [6, 8, 6]]])  # the sum disagrees in its final carry only: no place is the lowest
+    assert _rows(abduced_places(small, guess, from_top=True, between=True)) == _rows(
+        abduced_places(small, guess, from_top=True)
+    )
 
 
 def test_a_one_place_program_with_a_carry_in_is_consistent_with_the_true_digits_only(jvm_started):
