@@ -53,7 +53,8 @@ from .psl_op import backend_module, psl_step
 from .results import InferenceResult, find_key
 from .saved import NeuPSLPredictor, load_neupsl, manifest_of, write_archive
 
-__all__ = ["ClassBalance", "NeuPSLModel", "NeuPSLPredictor", "ProgramData", "load_neupsl"]  # the last two: saved
+# NeuPSLPredictor and load_neupsl: from .saved
+__all__ = ["ClassBalance", "LogGradientSoftmax", "NeuPSLModel", "NeuPSLPredictor", "ProgramData", "load_neupsl"]
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +149,40 @@ class ClassBalance(keras.layers.Layer):
     def get_config(self) -> dict[str, Any]:
         """The weight, the momentum and the layer's own configuration (for saving)."""
         return {**super().get_config(), "weight": self.weight, "momentum": self.momentum}
+
+
+@keras.saving.register_keras_serializable(package="pslbridge")
+class LogGradientSoftmax(keras.layers.Layer):
+    """A softmax whose backward pass reads the incoming gradient as one with respect to log-probabilities.
+
+    The forward pass is ``softmax(z)``, exactly. The backward pass maps the gradient ``g`` of a loss with respect to
+    the probabilities ``p`` to ``g - p * sum(g)`` for the logits, where the softmax's own is
+    ``p * (g - sum(p * g))``: the gradient of the loss as if it were written in ``log p``. For a loss linear in
+    ``p``, ``1 - p[y]``, that is cross-entropy's gradient ``p - onehot(y)``: a class the network gives little
+    probability is not slowed by its own small ``p``. Use it in place of a ``softmax`` activation on a network's
+    last layer (a ``Dense`` layer without activation before it) when PSL's loss, a sum of hinges in the
+    predictions, trains the network. It has no weights; saved networks load it by name.
+
+    Examples:
+        >>> import numpy as np
+        >>> logits = np.array([[2.0, 0.0, -1.0]], dtype="float32")
+        >>> probs = keras.ops.convert_to_numpy(LogGradientSoftmax()(logits))
+        >>> bool(np.allclose(probs, keras.ops.convert_to_numpy(keras.ops.softmax(logits))))
+        True
+        >>> net = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3), LogGradientSoftmax()])
+        >>> net.output_shape
+        (None, 3)
+    """
+
+    def call(self, inputs: Any) -> Any:
+        """The softmax of ``inputs`` (last axis), with the log-probability gradient."""
+        probs = keras.ops.stop_gradient(keras.ops.softmax(inputs, axis=-1))
+        mean = keras.ops.sum(probs * inputs, axis=-1, keepdims=True)  # its gradient in z is p
+        return probs + (inputs - keras.ops.stop_gradient(inputs)) - (mean - keras.ops.stop_gradient(mean))
+
+    def compute_output_shape(self, input_shape: Any) -> Any:
+        """The input's shape."""
+        return input_shape
 
 
 class ProgramData(keras.utils.PyDataset):

@@ -100,6 +100,8 @@ class Setting:
         shift: Training images move by up to this fraction of their size (0: off).
         rotation: Training images turn by up to this fraction of a full turn either way (0: off).
         zoom: Training images scale by a factor in ``[1 - zoom, 1 + zoom]`` (0: off).
+        log_gradient: The network's softmax passes PSL's gradient back as one in the log-probabilities
+            (:class:`~pslbridge.keras.LogGradientSoftmax`; the predictions are unchanged).
         warmup_epochs: First train this many epochs on the ends of every addition only: its lowest and its
             highest ``warmup_places`` places, where the known carry in (ones place) and carry out (top place)
             pin the latent carries down; then on whole additions (0: off; ``epochs`` or more: ends only, and the
@@ -149,6 +151,7 @@ class Setting:
     shift: float = 0.0
     rotation: float = 0.0
     zoom: float = 0.0
+    log_gradient: bool = False
     warmup_epochs: int = 0
     warmup_places: int = 1
     abduce_every: int = 0
@@ -319,7 +322,11 @@ def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
     train, val, test = split_data(setting, split, seed, y_train, y_test)
     set_seed(seed + split)
     network = lenet(
-        learning_rate=setting.learning_rate, shift=setting.shift, rotation=setting.rotation, zoom=setting.zoom
+        learning_rate=setting.learning_rate,
+        shift=setting.shift,
+        rotation=setting.rotation,
+        zoom=setting.zoom,
+        log_gradient=setting.log_gradient,
     )
     t0 = time.perf_counter()
     train_images = prepare_images(x_train[train.pool])

@@ -424,6 +424,7 @@ def lenet(
     prior_momentum: float = 0.0,
     rotation: float = 0.0,
     zoom: float = 0.0,
+    log_gradient: bool = False,
 ) -> Any:
     """The paper's LeNet-style CNN, compiled with Adam.
 
@@ -443,6 +444,8 @@ def lenet(
             fraction of a full turn either way (``1 / 36``: 10 degrees); inference calls are unchanged.
         zoom: With ``zoom > 0``, training calls also scale each image by a random factor in
             ``[1 - zoom, 1 + zoom]``; inference calls are unchanged.
+        log_gradient: The output softmax is a :class:`~pslbridge.keras.LogGradientSoftmax`: the same
+            predictions, with the backward pass of a loss in their logarithms.
 
     Raises:
         ValueError: ``shift`` or ``zoom`` outside ``[0, 1)``, or ``rotation`` outside ``[0, 0.5)``.
@@ -475,8 +478,12 @@ def lenet(
         from ..keras import ClassBalance
 
         prior = [ClassBalance(class_prior, momentum=prior_momentum)]
-    output = keras.layers.Dense(classes, activation="softmax")
-    model = keras.Sequential([layers[0], *augment, *layers[1:], output, *prior])
+    output = [keras.layers.Dense(classes, activation="softmax")]
+    if log_gradient:
+        from ..keras import LogGradientSoftmax
+
+        output = [keras.layers.Dense(classes), LogGradientSoftmax()]
+    model = keras.Sequential([layers[0], *augment, *layers[1:], *output, *prior])
     model.compile(optimizer=keras.optimizers.Adam(learning_rate), loss="categorical_crossentropy")
     return model
 
