@@ -24,7 +24,7 @@ import numpy as np
 
 from pslbridge import Bridge
 from pslbridge.examples.mnist_addition import add1_spec, digit_sum_rows, possible_digit_rows
-from pslbridge.keras import NeuPSLModel, ProgramData, load_neupsl
+from pslbridge.keras import LogGradientSoftmax, NeuPSLModel, ProgramData, load_neupsl
 
 ADDITIONS = [(0, 1), (2, 3), (4, 5)]
 SUMS = [7, 3, 12]
@@ -73,6 +73,24 @@ def torch_api_gradient(p: np.ndarray) -> np.ndarray | None:
     with learn_bridge() as bridge:
         psl_loss(bridge, {"Neural": tensor}).backward()
     return tensor.grad.numpy()
+
+
+def softmax_logit_gradients(p: np.ndarray) -> dict[str, np.ndarray]:
+    """The logits' gradient (one SGD step of rate 1) at logits ``log p``: a loss linear in the predictions
+    through :class:`LogGradientSoftmax`, and cross-entropy through Keras' own softmax (they must agree)."""
+    targets = np.eye(10, dtype="float32")[np.arange(ROWS) % 10]
+    found = {}
+    for name, head, loss in (
+        ("log_gradient_linear", LogGradientSoftmax(), lambda y, q: 1.0 - keras.ops.sum(y * q, axis=-1)),
+        ("crossentropy", keras.layers.Softmax(), "categorical_crossentropy"),
+    ):
+        logits = np.log(p)
+        net = keras.Sequential([keras.Input((ROWS,)), keras.layers.Dense(10, use_bias=False), head])
+        net.layers[0].set_weights([logits])
+        net.compile(optimizer=keras.optimizers.SGD(learning_rate=1.0), loss=loss)
+        net.fit(np.eye(ROWS, dtype="float32"), targets, batch_size=ROWS, epochs=1, verbose=0, shuffle=False)
+        found[name] = logits - keras.ops.convert_to_numpy(net.layers[0].kernel)
+    return found
 
 
 def short_training(out: Path) -> dict:
@@ -154,6 +172,7 @@ def main() -> None:
     backend = keras.backend.backend()
     p = predictions()
     arrays = {"fit_gradient": fit_gradient(p), "learn_step_gradient": learn_step_gradient(p)}
+    arrays.update(softmax_logit_gradients(p))
     torch_grad = torch_api_gradient(p)
     if torch_grad is not None:
         arrays["torch_api_gradient"] = torch_grad

@@ -64,6 +64,14 @@ def test_every_backend_and_the_torch_api_give_the_same_gradient(probes):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_log_gradient_softmax_gives_a_linear_loss_crossentropys_gradient(probes, backend):
+    _needs(backend)
+    arrays = probes[backend]["arrays"]
+    assert np.abs(arrays["crossentropy"]).max() > 0.05  # a gradient worth comparing
+    np.testing.assert_allclose(arrays["log_gradient_linear"], arrays["crossentropy"], atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_a_short_training_run_lowers_the_loss_and_calls_the_callbacks(probes, backend):
     _needs(backend)
     training = probes[backend]["report"]["training"]

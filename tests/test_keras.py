@@ -17,7 +17,7 @@ import tensorflow as tf  # noqa: E402
 
 from pslbridge import Bridge, PslBridgeWarning  # noqa: E402
 from pslbridge.examples.mnist_addition import add1_spec  # noqa: E402
-from pslbridge.keras import NeuPSLModel, ProgramData, load_neupsl  # noqa: E402
+from pslbridge.keras import LogGradientSoftmax, NeuPSLModel, ProgramData, load_neupsl  # noqa: E402
 from pslbridge.learning import WeightOptimizer  # noqa: E402
 
 from conftest import REPO, run_python  # noqa: E402
@@ -454,3 +454,57 @@ def test_mistakes_before_the_first_step_are_pslbridges_own_errors_not_graph_erro
     bridge.close()
     with pytest.raises(ClosedError, match="closed"):
         fit(NeuPSLModel({"Neural": dense}))
+
+
+def _logit_step(head: list, loss, logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """Minus one SGD step (learning rate 1) of a network whose logits on the identity are ``logits``: the loss's
+    gradient in the logits, through ``head`` and Keras' own fit."""
+    rows, classes = logits.shape
+    net = keras.Sequential([keras.Input((rows,)), keras.layers.Dense(classes, use_bias=False), *head])
+    net.layers[0].set_weights([logits])
+    net.compile(optimizer=keras.optimizers.SGD(learning_rate=1.0), loss=loss)
+    net.fit(np.eye(rows, dtype="float32"), targets, batch_size=rows, epochs=1, verbose=0, shuffle=False)
+    return logits - keras.ops.convert_to_numpy(net.layers[0].kernel)
+
+
+def test_log_gradient_softmax_predicts_the_softmax_and_passes_back_the_gradient_in_log_probabilities(tmp_path):
+    """Forward: the softmax. Backward: ``g - p * sum(g)``; for a loss linear in ``p`` that is cross-entropy's
+    gradient through the plain softmax (Keras' own loss and autodiff), and for a squared loss the closed form."""
+    rng = np.random.default_rng(3)
+    logits = (3 * rng.normal(size=(6, 10))).astype("float32")
+    targets = np.eye(10, dtype="float32")[rng.integers(0, 10, size=6)]
+    p = keras.ops.convert_to_numpy(keras.ops.softmax(logits))
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(LogGradientSoftmax()(logits)), p, atol=1e-7, rtol=0)
+
+    def linear(y, q):
+        return 1.0 - keras.ops.sum(y * q, axis=-1)
+
+    crossentropy = _logit_step([keras.layers.Softmax()], "categorical_crossentropy", logits, targets)
+    np.testing.assert_allclose(_logit_step([LogGradientSoftmax()], linear, logits, targets), crossentropy, atol=1e-6)
+    assert np.abs(crossentropy).max() > 0.05  # a gradient worth comparing
+    plain = _logit_step([keras.layers.Softmax()], linear, logits, targets)
+    assert np.abs(plain - crossentropy).max() > 0.05  # the plain softmax's differs
+
+    def squared(y, q):
+        return keras.ops.sum((q - y) ** 2, axis=-1)
+
+    g = 2 * (p - targets) / len(p)  # d mean-over-rows loss / d p
+    expected = g - p * g.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(_logit_step([LogGradientSoftmax()], squared, logits, targets), expected, atol=1e-6)
+
+    net = keras.Sequential([keras.Input((4,)), keras.layers.Dense(10), LogGradientSoftmax()])
+    net.save(tmp_path / "net.keras")
+    inputs = rng.normal(size=(3, 4)).astype("float32")
+    loaded = keras.saving.load_model(tmp_path / "net.keras")
+    assert isinstance(loaded.layers[-1], LogGradientSoftmax)
+    np.testing.assert_allclose(loaded.predict(inputs, verbose=0), net.predict(inputs, verbose=0), atol=1e-7)
+
+
+def test_lenet_with_log_gradient_predicts_as_the_papers_lenet_with_the_same_weights():
+    from pslbridge.examples.mnist_addition import lenet
+
+    plain, logged = lenet(), lenet(log_gradient=True)
+    assert isinstance(logged.layers[-1], LogGradientSoftmax) and plain.count_params() == logged.count_params()
+    logged.set_weights(plain.get_weights())
+    images = np.random.default_rng(4).random((5, 28, 28, 1)).astype("float32")
+    np.testing.assert_allclose(logged.predict(images, verbose=0), plain.predict(images, verbose=0), atol=1e-6)
