@@ -161,7 +161,10 @@ class LogGradientSoftmax(keras.layers.Layer):
     ``p``, ``1 - p[y]``, that is cross-entropy's gradient ``p - onehot(y)``: a class the network gives little
     probability is not slowed by its own small ``p``. Use it in place of a ``softmax`` activation on a network's
     last layer (a ``Dense`` layer without activation before it) when PSL's loss, a sum of hinges in the
-    predictions, trains the network. It has no weights; saved networks load it by name.
+    predictions, trains the network. Saved networks load it by name.
+
+    Args:
+        active: Start with the log-probability gradient (``False``: the softmax's own until :meth:`set_active`).
 
     Examples:
         >>> import numpy as np
@@ -169,20 +172,49 @@ class LogGradientSoftmax(keras.layers.Layer):
         >>> probs = keras.ops.convert_to_numpy(LogGradientSoftmax()(logits))
         >>> bool(np.allclose(probs, keras.ops.convert_to_numpy(keras.ops.softmax(logits))))
         True
-        >>> net = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3), LogGradientSoftmax()])
-        >>> net.output_shape
-        (None, 3)
+        >>> net = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3), LogGradientSoftmax(active=False)])
+        >>> net.layers[-1].is_active()
+        False
+        >>> net.layers[-1].set_active(True)
+        >>> net.layers[-1].is_active()
+        True
     """
 
+    def __init__(self, active: bool = True, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.initially_active = bool(active)
+
+    def build(self, input_shape: Any) -> None:
+        """Create the switch (a non-trainable scalar, 1 for the log-probability gradient, 0 for the softmax's)."""
+        initial = keras.initializers.Constant(float(self.initially_active))
+        self.active = self.add_weight(shape=(), initializer=initial, trainable=False, name="active")
+
+    def set_active(self, active: bool) -> None:
+        """Switch the backward pass (compiled training steps read the switch at every call)."""
+        if not self.built:
+            raise ConfigurationError("LogGradientSoftmax.set_active: the layer has not been built (call it once)")
+        self.active.assign(1.0 if active else 0.0)
+
+    def is_active(self) -> bool:
+        """Whether the backward pass is the log-probability gradient."""
+        return bool(float(keras.ops.convert_to_numpy(self.active)) > 0.5) if self.built else self.initially_active
+
     def call(self, inputs: Any) -> Any:
-        """The softmax of ``inputs`` (last axis), with the log-probability gradient."""
-        probs = keras.ops.stop_gradient(keras.ops.softmax(inputs, axis=-1))
+        """The softmax of ``inputs`` (last axis), with the log-probability gradient while active."""
+        softmax = keras.ops.softmax(inputs, axis=-1)
+        probs = keras.ops.stop_gradient(softmax)
         mean = keras.ops.sum(probs * inputs, axis=-1, keepdims=True)  # its gradient in z is p
-        return probs + (inputs - keras.ops.stop_gradient(inputs)) - (mean - keras.ops.stop_gradient(mean))
+        logged = (inputs - keras.ops.stop_gradient(inputs)) - (mean - keras.ops.stop_gradient(mean))
+        active = keras.ops.cast(self.active, inputs.dtype)
+        return probs + active * logged + (1.0 - active) * (softmax - probs)  # the value: the softmax's
 
     def compute_output_shape(self, input_shape: Any) -> Any:
         """The input's shape."""
         return input_shape
+
+    def get_config(self) -> dict[str, Any]:
+        """Whether it starts active, and the layer's own configuration (for saving)."""
+        return {**super().get_config(), "active": self.initially_active}
 
 
 class ProgramData(keras.utils.PyDataset):

@@ -504,7 +504,36 @@ def test_lenet_with_log_gradient_predicts_as_the_papers_lenet_with_the_same_weig
     from pslbridge.examples.mnist_addition import lenet
 
     plain, logged = lenet(), lenet(log_gradient=True)
-    assert isinstance(logged.layers[-1], LogGradientSoftmax) and plain.count_params() == logged.count_params()
-    logged.set_weights(plain.get_weights())
+    assert isinstance(logged.layers[-1], LogGradientSoftmax) and logged.layers[-1].is_active()
+    assert len(plain.trainable_weights) == len(logged.trainable_weights)
+    for mine, theirs in zip(logged.trainable_weights, plain.trainable_weights, strict=True):
+        mine.assign(theirs)
     images = np.random.default_rng(4).random((5, 28, 28, 1)).astype("float32")
     np.testing.assert_allclose(logged.predict(images, verbose=0), plain.predict(images, verbose=0), atol=1e-6)
+
+
+def test_log_gradient_softmax_switched_on_by_a_callback_changes_the_next_steps_gradient():
+    """Epoch 0 inactive (the softmax's own gradient), switched on at epoch 1's start: each epoch's one SGD step
+    (a loss linear in ``p``) is the closed-form gradient of that mode at that epoch's logits."""
+    rng = np.random.default_rng(3)
+    logits = (3 * rng.normal(size=(6, 10))).astype("float32")
+    targets = np.eye(10, dtype="float32")[rng.integers(0, 10, size=6)]
+    head = LogGradientSoftmax(active=False)
+    net = keras.Sequential([keras.Input((6,)), keras.layers.Dense(10, use_bias=False), head])
+    net.layers[0].set_weights([logits])
+    net.compile(optimizer=keras.optimizers.SGD(learning_rate=0.1), loss=lambda y, q: 1.0 - keras.ops.sum(y * q, -1))
+    kernels = []
+
+    def epoch_begin(epoch, logs=None):
+        kernels.append(keras.ops.convert_to_numpy(net.layers[0].kernel).copy())
+        head.set_active(epoch >= 1)
+
+    switch = keras.callbacks.LambdaCallback(on_epoch_begin=epoch_begin)
+    net.fit(np.eye(6, dtype="float32"), targets, batch_size=6, epochs=2, verbose=0, shuffle=False, callbacks=[switch])
+    kernels.append(keras.ops.convert_to_numpy(net.layers[0].kernel))
+    g = -targets / len(targets)  # d mean-over-rows loss / d p
+    for before, after, active in ((kernels[0], kernels[1], False), (kernels[1], kernels[2], True)):
+        p = np.exp(before) / np.exp(before).sum(axis=1, keepdims=True)
+        expected = g - p * g.sum(axis=1, keepdims=True) if active else p * (g - (p * g).sum(axis=1, keepdims=True))
+        np.testing.assert_allclose((before - after) / 0.1, expected, atol=1e-5)
+    assert head.is_active() and LogGradientSoftmax.from_config(head.get_config()).is_active() is False

@@ -320,6 +320,9 @@ def test_ends_only_training_follows_the_cosine_schedule_and_keeps_the_best_valid
     assert sums.shape == digits.shape == (3, 20) and set(np.unique(sums)) <= {0, 1} and digits.max() <= 4
     assert np.allclose(100 * sums.mean(axis=1), history["val_sum_acc"])
     assert np.allclose(100 * digits.mean(axis=1) / 4, history["val_place_acc"])
+    assert history["log_gradient"] == [False] * 3
+    switched = run_split(replace(setting, log_gradient=True, log_gradient_after=2), split=0, seed=11)
+    assert switched["history"]["log_gradient"] == [False, False, True]  # the softmax's own gradient first
     with pytest.raises(ValueError, match="unknown schedule"):
         run_split(replace(setting, schedule="linear"), split=0, seed=11)
     with pytest.raises(ValueError, match="unknown select 'first'"):

@@ -102,6 +102,8 @@ class Setting:
         zoom: Training images scale by a factor in ``[1 - zoom, 1 + zoom]`` (0: off).
         log_gradient: The network's softmax passes PSL's gradient back as one in the log-probabilities
             (:class:`~pslbridge.keras.LogGradientSoftmax`; the predictions are unchanged).
+        log_gradient_after: With ``log_gradient``, epochs trained with the softmax's own gradient first (counted
+            over the whole run; 0: the log-probability gradient from the start).
         warmup_epochs: First train this many epochs on the ends of every addition only: its lowest and its
             highest ``warmup_places`` places, where the known carry in (ones place) and carry out (top place)
             pin the latent carries down; then on whole additions (0: off; ``epochs`` or more: ends only, and the
@@ -152,6 +154,7 @@ class Setting:
     rotation: float = 0.0
     zoom: float = 0.0
     log_gradient: bool = False
+    log_gradient_after: int = 0
     warmup_epochs: int = 0
     warmup_places: int = 1
     abduce_every: int = 0
@@ -344,7 +347,8 @@ def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
     )
     val_images, test_images = prepare_images(x_train[val.pool]), prepare_images(x_test[test.pool])
     best = {"key": (-1.0, -1.0), "epoch": -1, "weights": network.get_weights()}  # key: validation sum acc, digits
-    keys = ("val_sum_acc", "val_place_acc", "energy", "seconds", "lr", "abduced", "val_sums_right", "val_places_right")
+    keys = ("val_sum_acc", "val_place_acc", "energy", "seconds", "lr", "abduced", "log_gradient")
+    keys += ("val_sums_right", "val_places_right")
     history: dict[str, list[Any]] = {key: [] for key in keys}
     curve: list[tuple[float, float]] = []
     clock = {"start": time.perf_counter(), "paused": 0.0}
@@ -369,6 +373,7 @@ def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
         history["seconds"].append(seconds)
         history["lr"].append(float(keras.ops.convert_to_numpy(model.optimizer.learning_rate)))
         history["abduced"].append(stage["abduced"])
+        history["log_gradient"].append(bool(setting.log_gradient) and network.layers[-1].is_active())
         history["val_sums_right"].append(sums_right.astype(int).tolist())
         history["val_places_right"].append(places_right.astype(int).tolist())
         log.info(
@@ -394,6 +399,10 @@ def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
         limit = training_seconds() / (60 * setting.minutes) if setting.minutes else 0.0
         return min(1.0, max(limit, (len(history["val_sum_acc"]) + batch / stage["programs"]) / setting.epochs))
 
+    def epoch_begin(epoch: int, logs: Any = None) -> None:
+        if setting.log_gradient:  # epochs counted over the whole run
+            network.layers[-1].set_active(len(history["val_sum_acc"]) >= setting.log_gradient_after)
+
     def batch_begin(batch: int, logs: Any = None) -> None:
         model.optimizer.learning_rate.assign(setting.learning_rate * SCHEDULES[setting.schedule](used(batch)))
 
@@ -404,7 +413,10 @@ def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
     model = NeuPSLModel({"Neural": network}, loss=setting.loss)
     model.compile(optimizer=keras.optimizers.Adam(setting.learning_rate))
     callback = keras.callbacks.LambdaCallback(
-        on_epoch_end=epoch_end, on_train_batch_begin=batch_begin, on_train_batch_end=batch_end
+        on_epoch_begin=epoch_begin,
+        on_epoch_end=epoch_end,
+        on_train_batch_begin=batch_begin,
+        on_train_batch_end=batch_end,
     )
     abduced: list = []
     settled: set[int] = set()
