@@ -10,6 +10,9 @@ is imported, so each backend needs its own interpreter). It writes ``OUT/<backen
 - a short training run (loss per epoch, callback counts), the MAP values of its saved model on a test program,
   and, given ``PREVIOUS_MODEL`` (another backend's save), that model's MAP values loaded here;
 - the errors (type, message) of the bad-network catalogue: wrong output shape, values outside [0, 1], NaN.
+- :class:`~pslbridge.keras.LogGradientSoftmax`: its logits' gradient for a loss linear in the predictions and
+  cross-entropy's through Keras' softmax (``log_gradient_linear``, ``crossentropy``), and the two SGD steps of
+  one switched on by a callback with their closed forms (``switched_steps``, ``switched_expected``).
 """
 
 from __future__ import annotations
@@ -93,6 +96,34 @@ def softmax_logit_gradients(p: np.ndarray) -> dict[str, np.ndarray]:
     return found
 
 
+def switched_softmax_steps(p: np.ndarray) -> dict[str, np.ndarray]:
+    """Two epochs of one SGD step (rate 0.1, a loss linear in the predictions) through a
+    :class:`LogGradientSoftmax` that starts inactive and a callback switches on at epoch 1: the steps taken, and
+    the closed forms of the softmax's own gradient then the log-probability one at each epoch's logits."""
+    targets = np.eye(10, dtype="float32")[np.arange(ROWS) % 10]
+    head = LogGradientSoftmax(active=False)
+    net = keras.Sequential([keras.Input((ROWS,)), keras.layers.Dense(10, use_bias=False), head])
+    net.layers[0].set_weights([np.log(p)])
+    net.compile(optimizer=keras.optimizers.SGD(learning_rate=0.1), loss=lambda y, q: 1.0 - keras.ops.sum(y * q, -1))
+    kernels = []
+
+    def epoch_begin(epoch: int, logs: dict | None = None) -> None:
+        kernels.append(keras.ops.convert_to_numpy(net.layers[0].kernel).copy())
+        head.set_active(epoch >= 1)
+
+    switch = keras.callbacks.LambdaCallback(on_epoch_begin=epoch_begin)
+    net.fit(
+        np.eye(ROWS, dtype="float32"), targets, batch_size=ROWS, epochs=2, verbose=0, shuffle=False, callbacks=[switch]
+    )
+    kernels.append(keras.ops.convert_to_numpy(net.layers[0].kernel))
+    g, steps, expected = -targets / ROWS, [], []
+    for epoch in (0, 1):
+        q = np.exp(kernels[epoch]) / np.exp(kernels[epoch]).sum(axis=1, keepdims=True)
+        steps.append((kernels[epoch] - kernels[epoch + 1]) / 0.1)
+        expected.append(g - q * g.sum(1, keepdims=True) if epoch else q * (g - (q * g).sum(1, keepdims=True)))
+    return {"switched_steps": np.stack(steps), "switched_expected": np.stack(expected)}
+
+
 def short_training(out: Path) -> dict:
     keras.utils.set_random_seed(1)
     rng = np.random.default_rng(1)
@@ -173,6 +204,7 @@ def main() -> None:
     p = predictions()
     arrays = {"fit_gradient": fit_gradient(p), "learn_step_gradient": learn_step_gradient(p)}
     arrays.update(softmax_logit_gradients(p))
+    arrays.update(switched_softmax_steps(p))
     torch_grad = torch_api_gradient(p)
     if torch_grad is not None:
         arrays["torch_api_gradient"] = torch_grad

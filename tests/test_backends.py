@@ -64,11 +64,14 @@ def test_every_backend_and_the_torch_api_give_the_same_gradient(probes):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_log_gradient_softmax_gives_a_linear_loss_crossentropys_gradient(probes, backend):
+def test_log_gradient_softmax_gives_a_linear_loss_crossentropys_gradient_and_switches_from_a_callback(probes, backend):
     _needs(backend)
     arrays = probes[backend]["arrays"]
     assert np.abs(arrays["crossentropy"]).max() > 0.05  # a gradient worth comparing
     np.testing.assert_allclose(arrays["log_gradient_linear"], arrays["crossentropy"], atol=1e-6, rtol=0)
+    # switched on by a callback at epoch 1: the softmax's own gradient, then the log-probability one
+    assert np.abs(arrays["switched_expected"][0] - arrays["switched_expected"][1]).max() > 0.05
+    np.testing.assert_allclose(arrays["switched_steps"], arrays["switched_expected"], atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
