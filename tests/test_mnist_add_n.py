@@ -304,7 +304,7 @@ def test_batched_energies_and_gradients_are_the_whole_programs(jvm_started):
     assert difference[~flips].max() < 1e-4 and flips.mean() < 0.02
 
 
-def test_ends_only_training_follows_the_cosine_schedule_and_keeps_the_best_validation_epoch(jvm_started):
+def test_ends_only_training_follows_the_cosine_schedule_and_keeps_the_best_validation_epoch(jvm_started, monkeypatch):
     """The N = 15 preset's path at N = 3: the ones and the top place only (no whole-addition programs), the
     learning rate annealed from its start towards zero over the run's steps, the kept epoch the best on validation
     (sum accuracy, then sum digits)."""
@@ -321,8 +321,11 @@ def test_ends_only_training_follows_the_cosine_schedule_and_keeps_the_best_valid
     assert np.allclose(100 * sums.mean(axis=1), history["val_sum_acc"])
     assert np.allclose(100 * digits.mean(axis=1) / 4, history["val_place_acc"])
     assert history["log_gradient"] == [False] * 3
+    restarts = []
+    monkeypatch.setattr(runner, "restart_optimizer", lambda optimizer: restarts.append(int(optimizer.iterations)))
     switched = run_split(replace(setting, log_gradient=True, log_gradient_after=2), split=0, seed=11)
     assert switched["history"]["log_gradient"] == [False, False, True]  # the softmax's own gradient first
+    assert restarts == [2 * 10]  # once, at the switch: after 2 epochs of 10 end-place programs (12 places each)
     with pytest.raises(ValueError, match="unknown schedule"):
         run_split(replace(setting, schedule="linear"), split=0, seed=11)
     with pytest.raises(ValueError, match="unknown select 'first'"):

@@ -54,6 +54,7 @@ __all__ = [
     "SELECTIONS",
     "Setting",
     "main",
+    "restart_optimizer",
     "run_split",
     "run_split_task",
     "split_data",
@@ -103,7 +104,8 @@ class Setting:
         log_gradient: The network's softmax passes PSL's gradient back as one in the log-probabilities
             (:class:`~pslbridge.keras.LogGradientSoftmax`; the predictions are unchanged).
         log_gradient_after: With ``log_gradient``, epochs trained with the softmax's own gradient first (counted
-            over the whole run; 0: the log-probability gradient from the start).
+            over the whole run; 0: the log-probability gradient from the start). At the switch Adam's moments and
+            step count restart (:func:`restart_optimizer`): the new gradient's scale is another.
         warmup_epochs: First train this many epochs on the ends of every addition only: its lowest and its
             highest ``warmup_places`` places, where the known carry in (ones place) and carry out (top place)
             pin the latent carries down; then on whole additions (0: off; ``epochs`` or more: ends only, and the
@@ -331,6 +333,8 @@ def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
         zoom=setting.zoom,
         log_gradient=setting.log_gradient,
     )
+    if setting.log_gradient:
+        network.layers[-1].set_active(setting.log_gradient_after <= 0)
     t0 = time.perf_counter()
     train_images = prepare_images(x_train[train.pool])
     warm_epochs = min(setting.warmup_epochs, setting.epochs)
@@ -400,8 +404,10 @@ def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
         return min(1.0, max(limit, (len(history["val_sum_acc"]) + batch / stage["programs"]) / setting.epochs))
 
     def epoch_begin(epoch: int, logs: Any = None) -> None:
-        if setting.log_gradient:  # epochs counted over the whole run
-            network.layers[-1].set_active(len(history["val_sum_acc"]) >= setting.log_gradient_after)
+        switch = len(history["val_sum_acc"]) >= setting.log_gradient_after  # epochs counted over the whole run
+        if setting.log_gradient and switch != network.layers[-1].is_active():
+            network.layers[-1].set_active(switch)
+            restart_optimizer(model.optimizer)
 
     def batch_begin(batch: int, logs: Any = None) -> None:
         model.optimizer.learning_rate.assign(setting.learning_rate * SCHEDULES[setting.schedule](used(batch)))
@@ -486,6 +492,28 @@ def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
         "history": history,
         "test_by_select": by_select,
     }
+
+
+def restart_optimizer(optimizer: Any) -> None:
+    """Zero a Keras optimizer's slots (Adam's moments) and its step count; its learning rate stays.
+
+    Examples:
+        >>> import keras, numpy as np
+        >>> net = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+        >>> net.compile(optimizer=keras.optimizers.Adam(0.01), loss="mse")
+        >>> _ = net.fit(np.ones((4, 3)), np.zeros((4, 2)), verbose=0)
+        >>> restart_optimizer(net.optimizer)
+        >>> slots = [v for v in net.optimizer.variables if "momentum" in v.path or "velocity" in v.path]
+        >>> [float(np.abs(v).sum()) for v in slots], int(net.optimizer.iterations.numpy())
+        ([0.0, 0.0, 0.0, 0.0], 0)
+        >>> round(float(net.optimizer.learning_rate.numpy()), 4)
+        0.01
+    """
+    import keras
+
+    for variable in optimizer.variables:
+        if variable.path != optimizer.learning_rate.path:
+            variable.assign(keras.ops.zeros(variable.shape, variable.dtype))
 
 
 def _close(programs: list) -> None:
