@@ -508,3 +508,14 @@ def test_small_runs_train_record_and_tabulate(extra, places, tmp_path):
     best = int(row["best_epoch"])
     assert 100 * sums[best].mean() == pytest.approx(float(row["val_sum_acc"]))
     assert 100 * digits[best].mean() / (places + 1) == pytest.approx(float(row["val_place_acc"]))
+
+
+def test_the_supervised_reference_learns_the_digits_and_decodes_the_test_additions():
+    """LeNet with every training image's label learns digits from 2,000 images in 3 epochs; its test sum accuracy
+    is that of its own digits (about digit accuracy to the power 2N: far under it, and not 0)."""
+    from experiments.mnist_add_n.supervised import supervised_reference
+
+    setting = Setting(places=2, train_images=2000, val_images=400, test_images=2000, learning_rate=3e-3)
+    row = supervised_reference(setting, seed=5, epochs=3)
+    assert row["epochs"] == 3 and row["digit_acc"] > 80
+    assert 0.8 * (row["digit_acc"] / 100) ** 4 < row["sum_acc"] / 100 < 1.2 * (row["digit_acc"] / 100) ** 4
