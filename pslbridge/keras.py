@@ -159,9 +159,10 @@ class LogGradientSoftmax(keras.layers.Layer):
     the probabilities ``p`` to ``g - p * sum(g)`` for the logits, where the softmax's own is
     ``p * (g - sum(p * g))``: the gradient of the loss as if it were written in ``log p``. For a loss linear in
     ``p``, ``1 - p[y]``, that is cross-entropy's gradient ``p - onehot(y)``: a class the network gives little
-    probability is not slowed by its own small ``p``. Use it in place of a ``softmax`` activation on a network's
-    last layer (a ``Dense`` layer without activation before it) when PSL's loss, a sum of hinges in the
-    predictions, trains the network. Saved networks load it by name.
+    probability is not slowed by its own small ``p``. It goes in place of a ``softmax`` activation on a network's
+    last layer (a ``Dense`` layer without activation before it). It changes the direction of training, not only
+    its speed, so whether a model trains better with it is for measurement: no experiment preset uses it. Saved
+    networks load it by name.
 
     Args:
         active: Start with the log-probability gradient (``False``: the softmax's own until :meth:`set_active`).
