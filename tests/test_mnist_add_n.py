@@ -307,7 +307,8 @@ def test_batched_energies_and_gradients_are_the_whole_programs(jvm_started):
 def test_ends_only_training_follows_the_cosine_schedule_and_keeps_the_best_validation_epoch(jvm_started, monkeypatch):
     """The N = 15 preset's path at N = 3: the ones and the top place only (no whole-addition programs), the
     learning rate annealed from its start towards zero over the run's steps, the kept epoch the best on validation
-    (sum accuracy, then sum digits)."""
+    (sum accuracy, then sum digits). With ``log_gradient_after=2`` the softmax switches, and Adam restarts, once:
+    at epoch 2."""
     setting = Setting(places=3, train_images=360, val_images=120, test_images=60, form="pairs", epochs=3)
     setting = replace(setting, additions_per_batch=4, warmup_epochs=3, schedule="cosine", psl_test=False, curve=False)
     row = run_split(setting, split=0, seed=11)
