@@ -21,6 +21,7 @@ import json
 import sys
 import warnings
 from pathlib import Path
+from typing import Any
 
 import keras
 import numpy as np
@@ -44,11 +45,21 @@ def predictions() -> np.ndarray:
     return p.astype(np.float32)
 
 
-def kernel_network(kernel: np.ndarray, classes: int = 10) -> keras.Model:
-    """A network whose output on the identity is ``kernel`` (so d loss / d kernel = d loss / d prediction)."""
-    net = keras.Sequential([keras.Input((ROWS,)), keras.layers.Dense(classes, use_bias=False)])
+def kernel_network(kernel: np.ndarray, head: tuple = ()) -> keras.Model:
+    """A network whose output on the identity is ``kernel`` (so d loss / d kernel = d loss / d prediction), then
+    the layers ``head`` (the kernel then holds a softmax head's logits)."""
+    rows, classes = kernel.shape
+    net = keras.Sequential([keras.Input((rows,)), keras.layers.Dense(classes, use_bias=False), *head])
     net.layers[0].set_weights([kernel])
     return net
+
+
+def logit_step(head: tuple, loss: Any, logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """The loss's gradient in the logits through ``head``: minus one SGD step (rate 1) of Keras' own fit."""
+    net = kernel_network(logits, head)
+    net.compile(optimizer=keras.optimizers.SGD(learning_rate=1.0), loss=loss)
+    net.fit(np.eye(len(logits), dtype="float32"), targets, batch_size=len(logits), epochs=1, verbose=0, shuffle=False)
+    return logits - keras.ops.convert_to_numpy(net.layers[0].kernel)
 
 
 def fit_gradient(p: np.ndarray) -> np.ndarray:
@@ -82,18 +93,14 @@ def softmax_logit_gradients(p: np.ndarray) -> dict[str, np.ndarray]:
     """The logits' gradient (one SGD step of rate 1) at logits ``log p``: a loss linear in the predictions
     through :class:`LogGradientSoftmax`, and cross-entropy through Keras' own softmax (they must agree)."""
     targets = np.eye(10, dtype="float32")[np.arange(ROWS) % 10]
-    found = {}
-    for name, head, loss in (
-        ("log_gradient_linear", LogGradientSoftmax(), lambda y, q: 1.0 - keras.ops.sum(y * q, axis=-1)),
-        ("crossentropy", keras.layers.Softmax(), "categorical_crossentropy"),
-    ):
-        logits = np.log(p)
-        net = keras.Sequential([keras.Input((ROWS,)), keras.layers.Dense(10, use_bias=False), head])
-        net.layers[0].set_weights([logits])
-        net.compile(optimizer=keras.optimizers.SGD(learning_rate=1.0), loss=loss)
-        net.fit(np.eye(ROWS, dtype="float32"), targets, batch_size=ROWS, epochs=1, verbose=0, shuffle=False)
-        found[name] = logits - keras.ops.convert_to_numpy(net.layers[0].kernel)
-    return found
+
+    def linear(y: Any, q: Any) -> Any:
+        return 1.0 - keras.ops.sum(y * q, axis=-1)
+
+    return {
+        "log_gradient_linear": logit_step((LogGradientSoftmax(),), linear, np.log(p), targets),
+        "crossentropy": logit_step((keras.layers.Softmax(),), "categorical_crossentropy", np.log(p), targets),
+    }
 
 
 def switched_softmax_steps(p: np.ndarray) -> dict[str, np.ndarray]:
@@ -102,8 +109,7 @@ def switched_softmax_steps(p: np.ndarray) -> dict[str, np.ndarray]:
     the closed forms of the softmax's own gradient then the log-probability one at each epoch's logits."""
     targets = np.eye(10, dtype="float32")[np.arange(ROWS) % 10]
     head = LogGradientSoftmax(active=False)
-    net = keras.Sequential([keras.Input((ROWS,)), keras.layers.Dense(10, use_bias=False), head])
-    net.layers[0].set_weights([np.log(p)])
+    net = kernel_network(np.log(p), (head,))
     net.compile(optimizer=keras.optimizers.SGD(learning_rate=0.1), loss=lambda y, q: 1.0 - keras.ops.sum(y * q, -1))
     kernels = []
 
@@ -175,7 +181,7 @@ def map_values(path: str) -> np.ndarray:
 
 def bad_networks(p: np.ndarray) -> dict:
     cases = {
-        "wrong_shape": kernel_network(p[:, :4].copy(), classes=4),
+        "wrong_shape": kernel_network(p[:, :4].copy()),  # 4 classes
         "outside_range": kernel_network(p * 3.0),
         "nan": kernel_network(np.where(np.arange(10) == 3, np.nan, p).astype("float32")),
     }

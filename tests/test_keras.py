@@ -456,20 +456,11 @@ def test_mistakes_before_the_first_step_are_pslbridges_own_errors_not_graph_erro
         fit(NeuPSLModel({"Neural": dense}))
 
 
-def _logit_step(head: list, loss, logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    """Minus one SGD step (learning rate 1) of a network whose logits on the identity are ``logits``: the loss's
-    gradient in the logits, through ``head`` and Keras' own fit."""
-    rows, classes = logits.shape
-    net = keras.Sequential([keras.Input((rows,)), keras.layers.Dense(classes, use_bias=False), *head])
-    net.layers[0].set_weights([logits])
-    net.compile(optimizer=keras.optimizers.SGD(learning_rate=1.0), loss=loss)
-    net.fit(np.eye(rows, dtype="float32"), targets, batch_size=rows, epochs=1, verbose=0, shuffle=False)
-    return logits - keras.ops.convert_to_numpy(net.layers[0].kernel)
-
-
 def test_log_gradient_softmax_predicts_the_softmax_and_passes_back_the_gradient_in_log_probabilities(tmp_path):
     """Forward: the softmax. Backward: ``g - p * sum(g)``; for a loss linear in ``p`` that is cross-entropy's
     gradient through the plain softmax (Keras' own loss and autodiff), and for a squared loss the closed form."""
+    from backend_probe import logit_step
+
     rng = np.random.default_rng(3)
     logits = (3 * rng.normal(size=(6, 10))).astype("float32")
     targets = np.eye(10, dtype="float32")[rng.integers(0, 10, size=6)]
@@ -479,10 +470,10 @@ def test_log_gradient_softmax_predicts_the_softmax_and_passes_back_the_gradient_
     def linear(y, q):
         return 1.0 - keras.ops.sum(y * q, axis=-1)
 
-    crossentropy = _logit_step([keras.layers.Softmax()], "categorical_crossentropy", logits, targets)
-    np.testing.assert_allclose(_logit_step([LogGradientSoftmax()], linear, logits, targets), crossentropy, atol=1e-6)
+    crossentropy = logit_step((keras.layers.Softmax(),), "categorical_crossentropy", logits, targets)
+    np.testing.assert_allclose(logit_step((LogGradientSoftmax(),), linear, logits, targets), crossentropy, atol=1e-6)
     assert np.abs(crossentropy).max() > 0.05  # a gradient worth comparing
-    plain = _logit_step([keras.layers.Softmax()], linear, logits, targets)
+    plain = logit_step((keras.layers.Softmax(),), linear, logits, targets)
     assert np.abs(plain - crossentropy).max() > 0.05  # the plain softmax's differs
 
     def squared(y, q):
@@ -490,7 +481,7 @@ def test_log_gradient_softmax_predicts_the_softmax_and_passes_back_the_gradient_
 
     g = 2 * (p - targets) / len(p)  # d mean-over-rows loss / d p
     expected = g - p * g.sum(axis=1, keepdims=True)
-    np.testing.assert_allclose(_logit_step([LogGradientSoftmax()], squared, logits, targets), expected, atol=1e-6)
+    np.testing.assert_allclose(logit_step((LogGradientSoftmax(),), squared, logits, targets), expected, atol=1e-6)
 
     net = keras.Sequential([keras.Input((4,)), keras.layers.Dense(10), LogGradientSoftmax()])
     net.save(tmp_path / "net.keras")

@@ -340,7 +340,7 @@ def test_the_tested_network_is_the_selected_epochs(select, tested, jvm_started, 
     decoding the same test additions)."""
     setting = Setting(places=2, train_images=240, val_images=80, test_images=120, form="pairs", epochs=3)
     setting = replace(setting, additions_per_batch=4, learning_rate=3e-3, psl_test=False, select=select)
-    decode, calls = runner._network_sums, []
+    decode, calls = runner.network_sums, []
 
     def worse_validation(probs, data):  # the validation additions (20 of them; the test's are 30)
         sums, digits = decode(probs, data)
@@ -349,7 +349,7 @@ def test_the_tested_network_is_the_selected_epochs(select, tested, jvm_started, 
             sums = data.sum_digits if len(calls) == 1 else np.zeros_like(sums)
         return sums, digits
 
-    monkeypatch.setattr(runner, "_network_sums", worse_validation)
+    monkeypatch.setattr(runner, "network_sums", worse_validation)
     row = run_split(setting, split=0, seed=5)
     assert row["history"]["val_sum_acc"] == [100.0, 0.0, 0.0] and len(row["curve"]) == 3
     assert row["best_epoch"] == tested and row["val_sum_acc"] == row["history"]["val_sum_acc"][tested]

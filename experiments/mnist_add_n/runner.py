@@ -54,10 +54,13 @@ __all__ = [
     "SELECTIONS",
     "Setting",
     "main",
+    "network_sums",
+    "predict_digits",
     "restart_optimizer",
     "run_split",
     "run_split_task",
     "split_data",
+    "sum_accuracy",
     "write_table",
 ]
 
@@ -196,15 +199,31 @@ def split_data(setting: Setting, split: int, seed: int, y_train: np.ndarray, y_t
     return train, val, test
 
 
-def _predict(model: Any, images: np.ndarray) -> np.ndarray:
+def predict_digits(model: Any, images: np.ndarray) -> np.ndarray:
     """The network's digit probabilities for ``images``."""
     return np.asarray(model.predict(images, batch_size=2000, verbose=0))
 
 
-def _network_sums(probs: np.ndarray, data: AdditionsN) -> tuple[np.ndarray, np.ndarray]:
-    """Each addition's sum decoded from the argmax digits of ``probs`` (one row per entity), and those digits."""
-    digits = probs.argmax(1)[data.images]
+def network_sums(probs: np.ndarray, data: AdditionsN) -> tuple[np.ndarray, np.ndarray]:
+    """Each addition's sum decoded from the argmax digits of ``probs`` (rows: ``data.pool``), and those digits."""
+    digits = np.asarray(probs).argmax(1)[data.images]
     return sum_digits(digits), digits
+
+
+def sum_accuracy(probs: np.ndarray, data: AdditionsN) -> float:
+    """Per cent of ``data``'s additions whose whole sum :func:`network_sums` decodes from ``probs``.
+
+    Example:
+        >>> from experiments.mnist_add_n.model import make_additions_n
+        >>> data = make_additions_n(np.arange(40) % 10, np.arange(40), 2, np.random.default_rng(0))
+        >>> probs = np.eye(10)[(np.arange(40) % 10)[data.pool]]  # every digit right (rows: the pool's order)
+        >>> sum_accuracy(probs, data)
+        100.0
+        >>> probs[data.images[0, 0, 0]] = np.roll(probs[data.images[0, 0, 0]], 1)  # one digit of 10 additions wrong
+        >>> sum_accuracy(probs, data)
+        90.0
+    """
+    return 100 * float(data.correct_sums(network_sums(probs, data)[0]).mean())
 
 
 def _psl_sums(probs: np.ndarray, data: AdditionsN, setting: Setting) -> np.ndarray:
@@ -261,7 +280,7 @@ def _abduced_programs(
     Returns:
         The new programs, and the places they hold (named alike).
     """
-    predicted = _predict(network, images).argmax(1)[data.images]
+    predicted = network_sums(predict_digits(network, images), data)[1]
     places = abduced_places(data, predicted, from_top=setting.abduce_from_top, between=setting.abduce_between)
     places = places.take(np.flatnonzero(~np.isin(places.images[:, 0, 0], list(settled))))
     if not places.n_additions:
@@ -360,7 +379,7 @@ def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
     def epoch_end(epoch: int, logs: dict[str, float]) -> None:
         paused = time.perf_counter()
         seconds = training_seconds()  # evaluation is not counted
-        decoded_val = _network_sums(_predict(network, val_images), val)[0]
+        decoded_val = network_sums(predict_digits(network, val_images), val)[0]
         sums_right, places_right = val.correct_sums(decoded_val), (decoded_val == val.sum_digits).sum(axis=1)
         accuracy = 100 * float(sums_right.mean())
         place_accuracy = 100 * float(places_right.mean() / val.sum_digits.shape[1])  # breaks ties of sum accuracy
@@ -368,8 +387,7 @@ def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
         if (accuracy, place_accuracy) > best["key"]:
             best.update(key=(accuracy, place_accuracy), epoch=epoch, weights=network.get_weights())
         if setting.curve and (not curve or seconds - curve[-1][0] >= setting.curve_seconds):
-            decoded = _network_sums(_predict(network, test_images), test)[0]
-            curve.append((seconds, 100 * float(test.correct_sums(decoded).mean())))
+            curve.append((seconds, sum_accuracy(predict_digits(network, test_images), test)))
         clock["paused"] += time.perf_counter() - paused
         history["val_sum_acc"].append(accuracy)
         history["val_place_acc"].append(place_accuracy)
@@ -453,10 +471,10 @@ def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
     final_key = (history["val_sum_acc"][last], history["val_place_acc"][last]) if last >= 0 else best["key"]
     keys_of = {"best": best["key"], "last": final_key}
     epochs_of = {"best": best["epoch"], "last": last}
-    probs_of = {"last": _predict(network, test_images)}  # the network as training left it
+    probs_of = {"last": predict_digits(network, test_images)}  # the network as training left it
     network.set_weights(best["weights"])
-    probs_of["best"] = _predict(network, test_images)
-    by_select = {rule: 100 * float(test.correct_sums(_network_sums(p, test)[0]).mean()) for rule, p in probs_of.items()}
+    probs_of["best"] = predict_digits(network, test_images)
+    by_select = {rule: sum_accuracy(p, test) for rule, p in probs_of.items()}
     log.info(
         "%s split %d: test sum accuracy of the best epoch on validation (%d) %.2f %%, of the last (%d) %.2f %%",
         setting.name,
@@ -467,7 +485,7 @@ def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
         by_select["last"],
     )
     probs = probs_of[setting.select]  # one forward pass for both decodes
-    decoded, digits = _network_sums(probs, test)
+    decoded, digits = network_sums(probs, test)
     psl = _psl_sums(probs, test, setting) if setting.psl_test else None
     return {
         **asdict(setting),

@@ -6,17 +6,6 @@ epochs) and decodes the split's test additions from its digits, as the NeuPSL ru
 accuracy is what the network reaches when each digit is told rather than only the sums. It chooses nothing.
 
 Run ``python -m experiments.mnist_add_n.supervised --preset n4 --seeds 107 109 113``.
-
-Example:
-    >>> import numpy as np
-    >>> from experiments.mnist_add_n.model import make_additions_n
-    >>> data = make_additions_n(np.arange(40) % 10, np.arange(40), 2, np.random.default_rng(0))
-    >>> probs = np.eye(10)[(np.arange(40) % 10)[data.pool]]  # every digit right (rows: the pool's order)
-    >>> sum_accuracy(probs, data)
-    100.0
-    >>> probs[data.images[0, 0, 0]] = np.roll(probs[data.images[0, 0, 0]], 1)  # one digit of 10 additions wrong
-    >>> sum_accuracy(probs, data)
-    90.0
 """
 
 from __future__ import annotations
@@ -32,16 +21,9 @@ from pslbridge.datasets.mnist import load_mnist
 from pslbridge.examples.mnist_addition import lenet, prepare_images
 from pslbridge.training import set_seed
 
-from .model import AdditionsN, sum_digits
-from .runner import PRESETS, Setting, split_data
+from .runner import PRESETS, Setting, network_sums, predict_digits, split_data, sum_accuracy
 
-__all__ = ["main", "supervised_reference", "sum_accuracy"]
-
-
-def sum_accuracy(probs: np.ndarray, data: AdditionsN) -> float:
-    """Per cent of ``data``'s additions whose whole sum the argmax digits of ``probs`` give (rows: ``data.pool``)."""
-    digits = np.asarray(probs).argmax(axis=1)[data.images]
-    return 100 * float(data.correct_sums(sum_digits(digits)).mean())
+__all__ = ["main", "supervised_reference"]
 
 
 def supervised_reference(setting: Setting, seed: int, epochs: int = 40, batch_size: int = 88) -> dict[str, Any]:
@@ -72,12 +54,12 @@ def supervised_reference(setting: Setting, seed: int, epochs: int = 40, batch_si
     labels = keras.utils.to_categorical(y_train[train.pool], 10)
     network.fit(prepare_images(x_train[train.pool]), labels, batch_size=batch_size, epochs=epochs, verbose=0)
     seconds = time.perf_counter() - start
-    test_probs = network.predict(prepare_images(x_test[test.pool]), batch_size=2000, verbose=0)
-    val_probs = network.predict(prepare_images(x_train[val.pool]), batch_size=2000, verbose=0)
+    test_probs = predict_digits(network, prepare_images(x_test[test.pool]))
+    val_probs = predict_digits(network, prepare_images(x_train[val.pool]))
     return {
         "seed": seed,
         "epochs": epochs,
-        "digit_acc": 100 * float((test_probs.argmax(axis=1)[test.images] == test.digits).mean()),
+        "digit_acc": 100 * float((network_sums(test_probs, test)[1] == test.digits).mean()),
         "sum_acc": sum_accuracy(test_probs, test),
         "val_sum_acc": sum_accuracy(val_probs, val),
         "train_s": seconds,
