@@ -36,6 +36,7 @@ from .learning import WeightOptimizer
 from .losses import Loss, StepContext, resolve_loss, warn_without_truth
 from .model import ModelSpec, load_model
 from .program import GroundProgram
+from .program.labels import set_labels
 from .results import InferenceResult, LearnResult
 from .rule_text import predicates_in
 from .view import ProgramView
@@ -237,6 +238,23 @@ class Bridge(ProgramView):
         with program.lock:
             program.write_neural(mapping)
             self._pushed.update(program.atoms.block(str(name)).spec.key for name in mapping)
+
+    def set_labels(self, labels: Mapping[str, Any]) -> int:
+        """Give the labels new values in place, all or (on an error) none; returns how many changed.
+
+        ``{target predicate: values}``: one value in [0, 1] per row of :meth:`truth_rows`. One resident program can
+        so serve many batches of one shape; learning steps and :meth:`evaluate` read the new labels.
+
+        Raises:
+            ConfigurationError: No truth rows, values of another length, non-finite or outside [0, 1] (row named).
+
+        Examples:
+            >>> from pslbridge.examples.mnist_addition import add1_spec
+            >>> with Bridge(add1_spec([(0, 1)], sums=[3], phase="learn")) as b:  # the sum 3 becomes 5
+            ...     b.set_labels({"ImageSum": [float(row[-1] == "5") for row in b.truth_rows("ImageSum")]})
+            2
+        """
+        return set_labels(self.program, labels)
 
     def infer(self, neural: Mapping[str, Any] | Any = None, *, reset: bool = False) -> InferenceResult:
         """Push neural predictions (optional) and run MAP inference on the resident program.

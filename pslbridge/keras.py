@@ -35,8 +35,7 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -45,9 +44,10 @@ import numpy as np
 
 from .bridge import Bridge
 from .errors import ConfigurationError, NeuralInputError, PslBridgeWarning
+from .keras_data import ProgramData, keras_views
 from .learning import LearnedWeights, WeightOptimizer
 from .losses import Loss
-from .neural_inputs import align_rows, check_range
+from .neural_inputs import check_range
 from .program_steps import ProgramSteps
 from .psl_op import backend_module, psl_step
 from .results import InferenceResult, find_key
@@ -218,155 +218,6 @@ class LogGradientSoftmax(keras.layers.Layer):
         return {**super().get_config(), "active": self.initially_active}
 
 
-class ProgramData(keras.utils.PyDataset):
-    """The training data of a :class:`NeuPSLModel`: programs and their networks' inputs, one per Keras batch.
-
-    Args:
-        batches: ``(bridge, {neural predicate: inputs})`` per program; inputs have one row per entity, in
-            :meth:`pslbridge.Bridge.entities` order, or are ``(entity_ids, inputs)`` (put into that order).
-        passes: Passes over the programs per Keras epoch.
-        shuffle: Visit the programs in a new random order every pass.
-        seed: Seed of the order.
-
-    Raises:
-        ConfigurationError: No program, or inputs that do not cover a program's neural predicates or rows.
-
-    Examples:
-        >>> from pslbridge import Bridge
-        >>> from pslbridge.examples.mnist_addition import add1_spec
-        >>> with Bridge(add1_spec([(0, 1)], sums=[3], phase="learn")) as b:
-        ...     data = ProgramData([(b, {"Neural": np.zeros((2, 4))})], passes=3)
-        ...     len(data), sorted(data[0])
-        (3, ['Neural', 'program'])
-    """
-
-    def __init__(
-        self,
-        batches: Sequence[tuple[Bridge, Mapping[str, Any]]],
-        *,
-        passes: int = 1,
-        shuffle: bool = True,
-        seed: int = 0,
-    ) -> None:
-        super().__init__()
-        if not batches:
-            raise ConfigurationError("ProgramData needs at least one (bridge, inputs) pair")
-        if not isinstance(passes, int) or passes < 1:
-            raise ConfigurationError(f"passes must be an integer >= 1, got {passes!r}")
-        self.bridges = [b for b, _ in batches]
-        self.inputs = []
-        for k, (bridge, inputs) in enumerate(batches):
-            names = {p.upper(): p for p in bridge.neural_predicates}
-            if {n.upper() for n in inputs} != set(names):
-                raise ConfigurationError(
-                    f"program {k}: give inputs for exactly its neural predicates {sorted(names.values())}, "
-                    f"got {sorted(inputs)}"
-                )
-            arrays = {}
-            for name, value in inputs.items():
-                if isinstance(value, tuple) and len(value) == 2:  # (entity ids, inputs): put into entity order
-                    value = align_rows(name, list(value[0]), np.asarray(value[1]), bridge.entities(name))
-                array = np.asarray(value)
-                rows = bridge.neural_shape(name)[0]
-                if array.shape[0] != rows:
-                    raise ConfigurationError(f"program {k}: inputs for {name} have {array.shape[0]} rows, not {rows}")
-                arrays[names[name.upper()]] = array
-            self.inputs.append(arrays)
-        self.passes, self.shuffle = passes, shuffle
-        self._rng = np.random.default_rng(seed)
-        self._order = self._new_order()
-
-    def _new_order(self) -> np.ndarray:
-        n = len(self.bridges)
-        parts = [self._rng.permutation(n) if self.shuffle else np.arange(n) for _ in range(self.passes)]
-        return np.concatenate(parts)
-
-    def __len__(self) -> int:
-        return len(self.bridges) * self.passes
-
-    def __getitem__(self, index: int) -> dict[str, np.ndarray]:
-        k = int(self._order[index])
-        return {"program": np.array([k], dtype=np.int32), **self.inputs[k]}
-
-    def on_epoch_end(self) -> None:
-        """A new visiting order for the next epoch."""
-        self._order = self._new_order()
-
-    def order_state(self) -> dict[str, Any]:
-        """The visiting order of the coming epoch and its generator's state (what a checkpoint keeps).
-
-        Examples:
-            >>> from pslbridge import Bridge
-            >>> from pslbridge.examples.mnist_addition import add1_spec
-            >>> with Bridge(add1_spec([(0, 1)], sums=[3], phase="learn")) as b:
-            ...     data = ProgramData([(b, {"Neural": np.zeros((2, 4))})], passes=2)
-            ...     state = data.order_state()
-            ...     data.on_epoch_end(); data.restore_order(state)
-            ...     data.order_state()["order"].tolist() == state["order"].tolist()
-            True
-        """
-        return {"rng": self._rng.bit_generator.state, "order": self._order.copy()}
-
-    def restore_order(self, state: Mapping[str, Any]) -> None:
-        """Restore :meth:`order_state` (the next epoch visits the programs as the saved one would have).
-
-        Raises:
-            ConfigurationError: The order is for another number of programs or passes.
-        """
-        order = np.asarray(state["order"], dtype=np.int64)
-        if order.shape != self._order.shape or (order.size and order.max() >= len(self.bridges)):
-            raise ConfigurationError(f"a visiting order of shape {order.shape} does not fit these programs")
-        self._rng.bit_generator.state = state["rng"]
-        self._order = order
-
-
-class _KerasView(keras.utils.PyDataset):
-    """What Keras iterates for a :class:`ProgramData`: the same batches, until :meth:`release` drops the data.
-
-    Keras 3 on TensorFlow keeps every dataset given to ``fit`` or ``evaluate`` alive after the call (the
-    ``tf.data`` generator it builds is never freed), so each call's ProgramData, with its copy of every program's
-    inputs, would stay in memory for the life of the process. Keras gets this view instead, released when the
-    call returns: what stays behind is the empty view.
-    """
-
-    def __init__(self, data: ProgramData) -> None:
-        super().__init__()
-        self.data: ProgramData | None = data
-
-    def __len__(self) -> int:
-        return 0 if self.data is None else len(self.data)
-
-    def __getitem__(self, index: int) -> dict[str, np.ndarray]:
-        if self.data is None:
-            raise IndexError("this view of a ProgramData was released when its fit or evaluate returned")
-        return self.data[index]
-
-    def on_epoch_begin(self) -> None:
-        if self.data is not None:
-            self.data.on_epoch_begin()
-
-    def on_epoch_end(self) -> None:
-        if self.data is not None:
-            self.data.on_epoch_end()
-
-    def release(self) -> None:
-        self.data = None
-
-
-@contextmanager
-def _keras_views(data: ProgramData, kwargs: dict[str, Any]) -> Iterator[_KerasView]:
-    """A view of ``data`` for Keras, and of ``kwargs["validation_data"]`` in place if given; released on exit."""
-    views = [_KerasView(data)]
-    if kwargs.get("validation_data") is not None:
-        views.append(_KerasView(kwargs["validation_data"]))
-        kwargs["validation_data"] = views[1]
-    try:
-        yield views[0]
-    finally:
-        for view in views:
-            view.release()
-
-
 class NeuPSLModel(keras.Model):
     """Networks bound to neural predicates, trained through PSL with Keras' ``fit``.
 
@@ -494,9 +345,9 @@ class NeuPSLModel(keras.Model):
         return self._reraising(super().fit, x, *args, **kwargs)
 
     def _reraising(self, method: Any, data: ProgramData, *args: Any, **kwargs: Any) -> Any:
-        """Run Keras' ``fit``/``evaluate`` on views of the data (:class:`_KerasView`); PSL's errors come out as such."""
+        """Keras' ``fit``/``evaluate`` on views of the data (:func:`keras_views`); PSL's errors come out as such."""
         self._step_error = None
-        with _keras_views(data, kwargs) as view:
+        with keras_views(data, kwargs) as view:
             try:
                 return method(view, *args, **kwargs)
             except Exception as exc:
@@ -590,7 +441,7 @@ class NeuPSLModel(keras.Model):
         self, data: ProgramData, program: int, arrays: list[np.ndarray], training: bool
     ) -> tuple[float, float, list[np.ndarray]]:
         try:
-            return self.steps.step(data.bridges[program], arrays, training=training)
+            return self.steps.step(data.prepared(program), arrays, training=training)
         except Exception as exc:
             self._step_error = exc  # fit and evaluate re-raise it as itself, not as the backend's wrapper
             raise

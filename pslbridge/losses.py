@@ -346,7 +346,6 @@ class _MinimizerState:
         self.proximity = program.proximity(loss.proximity_weight)
         position = {int(a): j for j, a in enumerate(self.proximity.targets)}
         self.label_slots = np.array([position[int(a)] for a in labels.label_index], dtype=np.int64)
-        self.truth = labels.label_values.astype(np.float64)
         self.unfixed = np.zeros(program.atom_count, dtype=bool)
         self.unfixed[self.proximity.targets] = True
         self.squared_rules = np.array([program.rules[i].squared for i in program.weighted_rules], dtype=bool)
@@ -363,6 +362,11 @@ class _MinimizerState:
         self.neural_values: np.ndarray | None = None
         self.stats: dict[str, np.ndarray] = {}
         self.proximity_gradient = np.zeros(self.proximity.targets.size)
+
+    @property
+    def truth(self) -> np.ndarray:
+        """The labels now (a program relabelled with ``set_labels`` between steps gives its new ones)."""
+        return self.program.labels.label_values.astype(np.float64)
 
     # -- one iteration ----------------------------------------------------------------
 

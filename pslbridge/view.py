@@ -23,6 +23,7 @@ from . import diagnostics, jvm
 from .errors import ClosedError, NeuralInputError, PslBridgeWarning
 from .model import ModelSpec
 from .program import GroundProgram
+from .program.labels import truth_rows
 
 __all__ = ["ProgramView"]
 
@@ -102,6 +103,17 @@ class ProgramView:
         if rows is None:
             raise KeyError(f"{predicate!r} is not a target predicate; targets: {self.target_predicates}")
         return rows.frame.copy()
+
+    def truth_rows(self, predicate: str) -> list[tuple[Any, ...]]:
+        """The arguments of a target predicate's truth rows, in the order ``set_labels`` takes their values.
+
+        Examples:
+            >>> from pslbridge.examples.mnist_addition import add1_spec
+            >>> with Bridge(add1_spec([(0, 1)], sums=[3], phase="learn")) as b:
+            ...     len(b.truth_rows("ImageSum")), b.truth_rows("ImageSum")[3]
+            (19, ('0', '1', '3'))
+        """
+        return truth_rows(self.spec, predicate)
 
     @property
     def rules(self) -> list[str]:

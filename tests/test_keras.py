@@ -16,6 +16,7 @@ import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from pslbridge import Bridge, PslBridgeWarning  # noqa: E402
+from pslbridge.errors import ConfigurationError  # noqa: E402
 from pslbridge.examples.mnist_addition import add1_spec  # noqa: E402
 from pslbridge.keras import LogGradientSoftmax, NeuPSLModel, ProgramData, load_neupsl  # noqa: E402
 from pslbridge.learning import WeightOptimizer  # noqa: E402
@@ -125,8 +126,6 @@ def test_learned_rule_weights_flow_to_other_programs():
 
 
 def test_bad_training_data_is_refused():
-    from pslbridge.errors import ConfigurationError
-
     bridge, inputs = _program([(0, 1)], [3])
     with pytest.raises(ConfigurationError, match="inputs for Neural have 5 rows, not 2"):
         ProgramData([(bridge, {"Neural": np.zeros((5, FEATURES))})])
@@ -514,3 +513,33 @@ def test_log_gradient_softmax_switched_on_by_a_callback_changes_the_next_steps_g
     np.testing.assert_allclose(found["switched_steps"], found["switched_expected"], atol=1e-5, rtol=0)
     layer = LogGradientSoftmax(active=False)
     assert LogGradientSoftmax.from_config(layer.get_config()).is_active() is False
+
+
+def test_one_bridge_relabelled_per_batch_trains_as_the_programs_grounded_with_those_labels():
+    """ProgramData's third item: one resident program, labels set before each batch's step. The oracle is one
+    program grounded per batch: the same weights after the same steps."""
+    pairs, sums = [(0, 1), (2, 3)], [[7, 18], [3, 9], [12, 0]]
+    rng = np.random.default_rng(5)
+    inputs = [{"Neural": rng.normal(size=(4, FEATURES)).astype(np.float32)} for _ in sums]
+    grounded = [Bridge(add1_spec(pairs, sums=s, phase="learn")) for s in sums]
+    resident = Bridge(add1_spec(pairs, sums=sums[0], phase="learn"))
+    rows = resident.truth_rows("ImageSum")
+    labels = [{"ImageSum": [float(int(r[2]) == s[int(r[0]) // 2]) for r in rows]} for s in sums]
+    weights = []
+    for batches in ([(b, x) for b, x in zip(grounded, inputs)], [(resident, x, y) for x, y in zip(inputs, labels)]):
+        keras.utils.set_random_seed(3)
+        network, _ = _network()
+        model = NeuPSLModel({"Neural": network})
+        model.compile(optimizer=keras.optimizers.SGD(0.5))
+        history = model.fit(ProgramData(batches, seed=1), epochs=3, verbose=0)
+        weights.append((network.get_weights(), history.history["loss"]))
+    for want, got in zip(weights[0][0], weights[1][0]):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(weights[1][1], weights[0][1], rtol=1e-5)
+    assert weights[0][1][-1] < weights[0][1][0]  # it learned
+    with pytest.raises(ConfigurationError, match=r"program 1: labels for ImageSum need one value per truth row"):
+        ProgramData([(resident, inputs[0], labels[0]), (resident, inputs[1], {"ImageSum": [1.0]})])
+    with pytest.raises(ConfigurationError, match=r"program 0: labels for 'Nope': unknown predicate"):
+        ProgramData([(resident, inputs[0], {"Nope": [1.0]})])
+    for bridge in (*grounded, resident):
+        bridge.close()

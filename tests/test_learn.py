@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 from pslbridge import Bridge, PslBridgeWarning, load_model
-from pslbridge.errors import ConfigurationError
+from pslbridge.errors import ConfigurationError, ModelFileError
 from pslbridge.examples.mnist_addition import add1_spec, add2_spec
 from pslbridge.learning import WeightOptimizer
+from pslbridge.model import EvaluationSpec, ModelSpec
 from pslbridge.oracle import run_runtime
 
 from conftest import EXAMPLES, TIGHT
@@ -382,3 +383,87 @@ def test_guide_observed_labels_example_runs(capsys):
     counts, energy = capsys.readouterr().out.splitlines()[:2]
     stated = re.search(r"term_count\)  # (\d+) (\d+)", code).groups()
     assert counts.split() == list(stated) and float(energy) > 0
+
+
+def _add1_relabelled(n, labelled, seed, sums_seed):
+    """``_add1``'s program with the sums of another draw: the same truth rows, other label values."""
+    spec, probs = _add1(n, labelled, seed=seed)
+    other, _ = _add1(n, labelled, seed=sums_seed)
+    pairs = [(int(a), int(b)) for a, b in spec.tables("ImageSumBlock", "observations")[0].args[:, :2]]
+    sums = [int(np.argmax(r)) for r in other.tables("ImageSum", "truth")[0].values.reshape(-1, 19)]
+    relabelled = add1_spec(pairs, sums=sums, phase="learn")
+    table = relabelled.tables("ImageSum", "truth")[0]
+    keep = np.isin(table.args[:, 0].astype(int), [2 * i for i in range(labelled)])
+    table.args, table.values = table.args[keep], table.values[keep]
+    return spec, relabelled, probs
+
+
+@pytest.mark.parametrize("reasoner", ["admm", "dualbcd"])
+def test_a_relabelled_program_learns_as_one_grounded_with_those_labels(reasoner):
+    """set_labels on a resident program against a program grounded with the new labels (the oracle), with
+    latent targets solved for: the same energy and neural gradient, and the truth PSL's evaluators read."""
+    spec, relabelled, probs = _add1_relabelled(n=6, labelled=4, seed=4, sums_seed=9)
+    new_values = relabelled.tables("ImageSum", "truth")[0].values
+    assert not np.array_equal(new_values, spec.tables("ImageSum", "truth")[0].values)
+    options = {**FD_OPTIONS} if reasoner == "admm" else {"duallcqp.maxiterations": "20000"}
+    with (
+        Bridge(spec, options=options, reasoner=reasoner) as resident,
+        Bridge(relabelled, options=options, reasoner=reasoner) as fresh,
+    ):
+        resident.learn_step({"Neural": probs}, reset=True)  # a step on the old labels first
+        changed = resident.set_labels({"ImageSum": new_values})
+        assert changed == int(np.sum(new_values != spec.tables("ImageSum", "truth")[0].values))
+        got = resident.learn_step({"Neural": probs}, reset=True)
+        want = fresh.learn_step({"Neural": probs}, reset=True)
+        assert got.latent_atoms == want.latent_atoms > 0
+        # Each solve stops at its reasoner's tolerance, the resident's from its first step's state.
+        tolerance = 1e-4 if reasoner == "admm" else 2e-3
+        assert got.energy == pytest.approx(want.energy, rel=tolerance, abs=1e-5)
+        np.testing.assert_allclose(got.neural_gradients["Neural"], want.neural_gradients["Neural"], atol=tolerance)
+        np.testing.assert_array_equal(resident.program.labels.label_values, fresh.program.labels.label_values)
+
+
+def test_psls_evaluators_read_the_new_labels():
+    def spec(x, y):
+        built = ModelSpec.from_python(
+            rules=["1: RlA(X) -> RlB(X) ^2", "1: !RlB(X) ^2"],
+            predicates={"RlA": 1, "RlB": 1},
+            observations={"RlA": [("x", 1.0), ("y", 0.0)]},
+            targets={"RlB": [("x",), ("y",)]},
+            truth={"RlB": [("x", x), ("y", y)]},
+        )
+        built.predicates["RLB"].evaluations = [EvaluationSpec("DiscreteEvaluator")]
+        return built
+
+    with Bridge(spec(1.0, 0.0)) as resident, Bridge(spec(0.0, 1.0)) as fresh:
+        resident.infer()
+        assert resident.evaluate().rep_metric.tolist() == [1.0]
+        assert resident.set_labels({"RlB": [0.0, 1.0]}) == 2
+        fresh.infer()
+        assert resident.evaluate().rep_metric.tolist() == fresh.evaluate().rep_metric.tolist() == [0.0]
+
+
+def test_set_labels_refuses_bad_values_names_the_row_and_changes_nothing():
+    spec, probs = _add1(n=2, labelled=2, seed=3)
+    with Bridge(spec) as bridge:
+        before = bridge.program.labels.label_values.copy()
+        energy = bridge.learn_step({"Neural": probs}).energy
+        rows = bridge.truth_rows("ImageSum")
+        good = np.zeros(len(rows))
+        bad = good.copy()
+        bad[5] = 1.5
+        with pytest.raises(ConfigurationError, match=r"ImageSum truth row 5 \(0, 1, 5\) got 1.5"):
+            bridge.set_labels({"ImageSum": bad})
+        bad[5] = np.nan
+        with pytest.raises(ConfigurationError, match="truth row 5"):
+            bridge.set_labels({"ImageSum": bad})
+        with pytest.raises(ConfigurationError, match=f"has {len(rows)} truth rows; got values of shape \\(3,\\)"):
+            bridge.set_labels({"ImageSum": [0.0, 1.0, 0.0]})
+        with pytest.raises(ConfigurationError, match="ImageSumBlock has no truth rows"):
+            bridge.set_labels({"ImageSum": good, "ImageSumBlock": [1.0]})  # the good one is not applied either
+        with pytest.raises(ModelFileError, match="unknown predicate 'Nope'"):
+            bridge.set_labels({"Nope": [1.0]})
+        np.testing.assert_array_equal(bridge.program.labels.label_values, before)
+        assert bridge.learn_step({"Neural": probs}).energy == pytest.approx(energy)  # still usable, unchanged
+        assert bridge.set_labels({"ImageSum": good}) == int(before.sum())  # the ones that were 1
+        assert bridge.learn_step({"Neural": probs}).energy != pytest.approx(energy)

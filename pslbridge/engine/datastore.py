@@ -195,6 +195,16 @@ def array_copy(source: Any, target: Any, start: int) -> None:
     J.System.arraycopy(source, 0, target, int(start), len(source))
 
 
+def assume_values(observed: Any, offsets: list[int], values: list[float]) -> None:
+    """Give the observed atoms ``observed[offsets]`` new truth values (PSL's ``ObservedAtom._assumeValue``).
+
+    Examples:
+        >>> assume_values(J.ArrayList().toArray(), [], [])
+    """
+    for offset, value in zip(offsets, values, strict=True):
+        observed[offset]._assumeValue(value)
+
+
 def float32(value: float) -> float:
     """A value rounded to Java's ``float`` (PSL stores rule weights as ``float``).
 

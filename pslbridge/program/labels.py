@@ -19,16 +19,18 @@ Examples:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from ..engine import datastore
 from ..engine.failures import guard
+from ..errors import ConfigurationError
 from ..model import ModelSpec
 from .atoms import DELIMITER, AtomIndex
 
-__all__ = ["Labels"]
+__all__ = ["Labels", "set_labels", "truth_rows"]
 
 
 class Labels:
@@ -55,12 +57,70 @@ class Labels:
         self._atom_store = atom_store
         self._rv_count = atoms.rv_count
         self._rv_mask = atoms.rv_mask
-        index, values = _labels(spec, atoms)
+        index, values, rows = _labels(spec, atoms)
         self.label_index = index
         self.label_values = values
         self.latent_count = int(sum(len(t.index) for t in atoms.targets.values())) - int(index.size)
+        self._rows = rows
         self._runs = _runs(index, atoms, atom_store, truth_store)
+        self._run_starts = np.array([start for start, _, _ in self._runs], dtype=np.int64)
         self.fixed = False
+
+    def row_positions(self, key: str) -> np.ndarray:
+        """The label (a position in :attr:`label_values`) of each truth row of a predicate, in the model's order.
+
+        A row that names no random-variable atom of the program has no label (-1), as when the labels were read.
+
+        Args:
+            key: The predicate's key (upper-cased name).
+
+        Raises:
+            KeyError: The predicate has no truth rows.
+
+        Examples:
+            >>> program.labels.row_positions("KNOWS").size  # one per truth row of Knows
+            40
+        """
+        return self._rows[key]
+
+    def relabel(self, positions: np.ndarray, values: np.ndarray) -> int:
+        """Give the labels at ``positions`` new truth values; the next :meth:`fix` uses them.
+
+        PSL's truth atoms (what its evaluators read) take the new values too. Only the labels whose value
+        changes are written.
+
+        Args:
+            positions: Positions in :attr:`label_values`.
+            values: Their new values (float32, in [0, 1]; the caller checks them).
+
+        Returns:
+            How many labels changed.
+
+        Examples:
+            >>> labels = program.labels
+            >>> old = labels.label_values[:2].copy()
+            >>> labels.relabel(np.array([0, 1]), 1.0 - old), labels.relabel(np.array([0, 1]), old)
+            (2, 2)
+        """
+        positions = np.asarray(positions, dtype=np.int64)
+        values = np.asarray(values, dtype=np.float32)
+        changed = np.flatnonzero(self.label_values[positions] != values)
+        if changed.size == 0:
+            return 0
+        where, new = positions[changed], values[changed]
+        atoms = self.label_index[where]
+        runs = np.searchsorted(self._run_starts, atoms, side="right") - 1
+        with guard("relabelling truth atoms"):
+            for run in np.unique(runs).tolist():
+                start, _, observed = self._runs[run]
+                mine = runs == run
+                datastore.assume_values(observed, (atoms[mine] - start).tolist(), new[mine].tolist())
+            self.label_values[where] = new
+            if self.fixed:
+                java_values = self._atom_store.getAtomValues()
+                for atom, value in zip(atoms.tolist(), new.tolist(), strict=True):
+                    java_values[atom] = value
+        return int(changed.size)
 
     def fix(self) -> None:
         """Swap labelled atoms for their truth atoms and write the truth values."""
@@ -104,26 +164,31 @@ class Labels:
         return mask
 
 
-def _labels(spec: ModelSpec, atoms: AtomIndex) -> tuple[np.ndarray, np.ndarray]:
-    index_parts, value_parts = [], []
+def _labels(spec: ModelSpec, atoms: AtomIndex) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """Labelled atoms (sorted), their values (a duplicate row's first value), and each truth row's label."""
+    index_parts, value_parts, row_atoms = [], [], {}
     for key in atoms.targets:
         pred = spec.predicates[key]
-        for table in spec.tables(pred.name, "truth"):
-            if len(table) == 0:
-                continue
+        tables = [table for table in spec.tables(pred.name, "truth") if len(table)]
+        for table in tables:
             idx = atoms.find(pred, table.args)
             keep = idx >= 0
             keep[keep] = atoms.rv_mask[idx[keep]]  # labels of random variables only (as PSL's training map)
             values = table.values if table.values is not None else np.ones(len(table))
             index_parts.append(idx[keep])
             value_parts.append(values[keep].astype(np.float32))
+            row_atoms.setdefault(key, []).append(np.where(keep, idx, -1))
     if not index_parts:
-        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32), {}
     index, values = np.concatenate(index_parts), np.concatenate(value_parts)
     order = np.argsort(index, kind="stable")
     index, values = index[order], values[order]
     unique, first = np.unique(index, return_index=True)
-    return unique, values[first]
+    rows = {}
+    for key, parts in row_atoms.items():
+        atom = np.concatenate(parts)
+        rows[key] = np.where(atom >= 0, np.searchsorted(unique, atom), -1)
+    return unique, values[first], rows
 
 
 def _runs(index: np.ndarray, atoms: AtomIndex, atom_store: Any, truth_store: Any) -> list[tuple[int, Any, Any]]:
@@ -147,3 +212,66 @@ def _runs(index: np.ndarray, atoms: AtomIndex, atom_store: Any, truth_store: Any
                 observed[offset] = truth_atoms[truth_lookup[atoms.keys[atom_index]]]
             runs.append((start, rv_block, observed))
     return runs
+
+
+def truth_rows(spec: ModelSpec, predicate: str) -> list[tuple[Any, ...]]:
+    """The arguments of a predicate's truth rows, in the model's order (the rows :func:`set_labels` takes).
+
+    Examples:
+        >>> truth_rows(program.spec, "Knows")[0]
+        ('alice', 'bob')
+    """
+    pred = spec.predicate(predicate)
+    return [tuple(row) for table in spec.tables(pred.name, "truth") for row in table.args]
+
+
+def set_labels(program: Any, labels: Mapping[str, Any]) -> int:
+    """Check every ``{target predicate: values}``, then give the program's labels those values (all or none).
+
+    ``program`` is a :class:`~pslbridge.program.GroundProgram`; ``values`` holds one number in [0, 1] per truth
+    row of the predicate, in :func:`truth_rows` order. The ground program is unchanged; learning steps and PSL's
+    evaluators read the new labels.
+
+    Returns:
+        How many labels changed.
+
+    Raises:
+        ConfigurationError: A predicate without truth rows, or values of another length, non-finite or outside
+            [0, 1] (the first such row is named).
+        ModelFileError: An unknown predicate.
+
+    Examples:
+        >>> spec = ModelSpec.from_python(rules=["1: SlA(X) -> SlB(X) ^2"], predicates={"SlA": 1, "SlB": 1},
+        ...     observations={"SlA": [("x", 1.0)]}, targets={"SlB": [("x",)]}, truth={"SlB": [("x", 1.0)]})
+        >>> from pslbridge.program import GroundProgram
+        >>> with GroundProgram(spec) as relabelled:
+        ...     set_labels(relabelled, {"SlB": [0.0]}), relabelled.labels.label_values.tolist()
+        (1, [0.0])
+    """
+    program.check_open()
+    checked = []
+    for name, value in labels.items():
+        pred = program.spec.predicate(str(name))
+        try:
+            positions = program.labels.row_positions(pred.key)
+        except KeyError:
+            raise ConfigurationError(
+                f"set_labels: {pred.name} has no truth rows in this program; only labels grounded with the program "
+                "(its truth partition) can be given new values"
+            ) from None
+        array = np.asarray(value, dtype=np.float64)
+        if array.shape != positions.shape:
+            raise ConfigurationError(
+                f"set_labels: {pred.name} has {positions.size} truth rows; got values of shape {array.shape}"
+            )
+        bad = np.flatnonzero(~np.isfinite(array) | (array < 0.0) | (array > 1.0))
+        if bad.size:
+            row = int(bad[0])
+            arguments = ", ".join(map(str, truth_rows(program.spec, pred.name)[row]))
+            raise ConfigurationError(
+                f"set_labels: {pred.name} truth row {row} ({arguments}) got {array[row]}; a label is a number in [0, 1]"
+            )
+        keep = positions >= 0
+        checked.append((positions[keep], array[keep].astype(np.float32)))
+    with program.lock:
+        return sum(program.labels.relabel(positions, values) for positions, values in checked)
