@@ -19,6 +19,7 @@ from experiments.mnist_add_n.model import (
     make_additions_n,
     sum_digits,
 )
+from experiments.mnist_add_n.relabelled import RelabelledPlaces
 from experiments.mnist_add_n.runner import (
     Setting,
     _abduced_programs,
@@ -388,7 +389,7 @@ def test_abduction_rounds_build_one_place_programs_of_every_settled_place(jvm_st
     calls: list[set[int]] = []
 
     def counted(*args):  # round k settles k more places, so the history counts 1, then 1 + 2
-        calls.append(args[-1])
+        calls.append(args[5])  # (setting, network, data, images, seed, settled, relabelled)
         return [], {100 * len(calls) + k for k in range(len(calls))}
 
     monkeypatch.setattr(runner, "_abduced_programs", counted)
@@ -425,6 +426,70 @@ def test_abduce_between_adds_the_wrong_digits_places_with_their_true_totals(jvm_
             assert bridge.learn_step(inputs).energy < 1e-3  # the "images" are the one-hot true digits
     for bridge, _ in without:
         bridge.close()
+
+
+def test_relabelled_programs_hold_the_grounded_programs_places_energies_and_gradients(jvm_started):
+    """Oracle: the abduced places' own programs, grounded per batch (``relabelled=None``). The resident programs
+    relabelled per batch (one per batch size) give each batch the same places, energy and per-image gradient, in
+    any order of the batches (each step sets its own labels), at random network probabilities."""
+    setting = Setting(places=3, train_images=180, val_images=60, test_images=60, form="pairs", program_places=8)
+    setting = replace(setting, label_totals=True)
+    labels = np.random.default_rng(21).integers(0, 10, size=240)
+    train, _, _ = split_data(setting, 0, 0, labels, labels)
+    truth = np.eye(10, dtype=np.float32)[labels[train.pool]]
+    digits = labels[train.pool].copy()
+    digits[train.images[:5, 1, 1]] = (digits[train.images[:5, 1, 1]] + 3) % 10  # some places not settled
+    guessed = np.eye(10, dtype=np.float32)[digits]
+
+    class Guess:
+        def predict(self, images, **_):
+            return guessed
+
+    ids = np.arange(len(train.pool), dtype=np.float32)[:, None]  # each "image" is its entity id
+    logits = 2 * np.random.default_rng(1).normal(size=(len(train.pool), 10))
+    p = (np.exp(logits) / np.exp(logits).sum(1, keepdims=True)).astype(np.float32)
+    grounded, settled = _abduced_programs(setting, Guess(), train, ids, seed=4, settled={0})
+    with RelabelledPlaces(setting.form) as resident:
+        served, same = _abduced_programs(setting, Guess(), train, ids, seed=4, settled={0}, relabelled=resident)
+        assert same == settled and 0 < len(settled) < 3 * train.n_additions - 1
+        assert len(served) == len(grounded) == -(-len(settled) // 8) and all(len(b) == 3 for b in served)
+        assert len({id(b[0]) for b in served}) == (1 if len(settled) % 8 == 0 else 2)  # one program per size
+        steps = []
+        for bridge, inputs in grounded:
+            keys = [int(k) for k in inputs["Neural"][0]]
+            step = bridge.learn_step({"Neural": p[keys]})
+            steps.append((sorted(keys), step.energy, dict(zip(keys, step.neural_gradients["Neural"]))))
+            bridge.close()
+        assert max(np.abs(g).max() for _, _, grads in steps for g in grads.values()) > 0.1
+        for k in [*range(len(served)), *reversed(range(len(served)))]:  # forth and back: relabelled every time
+            bridge, inputs, batch_labels = served[k]
+            keys = [int(i) for i in np.asarray(inputs["Neural"][1])[:, 0]]
+            bridge.set_labels(batch_labels)
+            step = bridge.learn_step({"Neural": p[keys]})
+            assert sorted(keys) == steps[k][0] and step.energy == pytest.approx(steps[k][1], rel=1e-5)
+            for key, gradient in zip(keys, step.neural_gradients["Neural"]):
+                np.testing.assert_allclose(gradient, steps[k][2][key], atol=1e-5)
+        bridge, inputs, batch_labels = served[0]
+        bridge.set_labels(batch_labels)
+        keys = [int(i) for i in np.asarray(inputs["Neural"][1])[:, 0]]
+        assert bridge.learn_step({"Neural": truth[keys]}).energy < 1e-3  # the true digits satisfy the labels
+    with pytest.raises(ValueError, match="relabelled one-place programs need label_totals"):
+        _abduced_programs(replace(setting, label_totals=False), Guess(), train, ids, 4, set(), relabelled=resident)
+
+
+def test_a_run_on_relabelled_programs_trains_as_one_on_programs_grounded_per_round(jvm_started):
+    """The runner end to end at N = 3 with abduction rounds and labelled totals: the relabelled programs
+    (``relabel_places``, the default) and the programs grounded per round give the same per-epoch energies and
+    validation scores (the same batches and steps; the network's rows come in another order)."""
+    setting = Setting(places=3, train_images=360, val_images=120, test_images=60, form="pairs", epochs=4)
+    setting = replace(setting, additions_per_batch=4, warmup_epochs=4, abduce_every=1, abduce_after=1)
+    setting = replace(setting, label_totals=True, learning_rate=3e-3, psl_test=False, curve=False)
+    rows = [run_split(replace(setting, relabel_places=flag), split=0, seed=5) for flag in (True, False)]
+    relabelled, grounded = (row["history"] for row in rows)
+    assert relabelled["abduced"] == grounded["abduced"] and grounded["abduced"][-1] > 0
+    np.testing.assert_allclose(relabelled["energy"], grounded["energy"], rtol=1e-3)
+    assert relabelled["val_sum_acc"] == grounded["val_sum_acc"]
+    assert relabelled["val_place_acc"] == grounded["val_place_acc"]
 
 
 def test_end_programs_whose_places_are_all_settled_leave_training(jvm_started, monkeypatch):

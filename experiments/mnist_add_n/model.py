@@ -297,6 +297,7 @@ def addition_n_spec(
     form: str = "carry",
     places: Iterable[int] | None = None,
     label_totals: bool = False,
+    label_carry_in: bool = False,
 ) -> ModelSpec:
     """The NeuPSL program of ``data``: place blocks with latent totals and carries.
 
@@ -313,10 +314,15 @@ def addition_n_spec(
             constraints already fix. No target is then latent, so a learning step reads the energy and its
             gradient at the labels without a solve: the latent program's values at its exact MAP state, where
             the capped reasoner only approaches it.
+        label_carry_in: With ``label_totals``: the carry in is a labelled target instead of an observation. A
+            learning step reads the same energy and gradient (no target is latent), and every label can then
+            be given new values in place (:meth:`pslbridge.Bridge.set_labels`): one ground program serves any
+            one-place additions of its size (:func:`relabelled_places`).
 
     Raises:
         ValueError: ``form`` is not a key of :data:`FORMS`, ``places`` is empty or outside ``0..N-1``, or
-            ``label_totals`` without labels, on more than one place or without a carry in.
+            ``label_totals`` without labels, on more than one place or without a carry in, or
+            ``label_carry_in`` without ``label_totals``.
 
     Example:
         >>> data = make_additions_n(np.arange(8) % 10, np.arange(8), 2, np.random.default_rng(0))
@@ -338,6 +344,8 @@ def addition_n_spec(
             "label_totals needs labelled one-place additions with a carry in (abduced_places), got "
             f"{top} place(s), labelled={labelled}, carry_in {'set' if data.carry_in is not None else 'None'}"
         )
+    if label_carry_in and not label_totals:
+        raise ValueError("label_carry_in needs label_totals (every other target labelled too)")
     carries = sorted({c for p in kept for c in (p, p + 1)})
     carry_in = np.zeros(n, dtype=np.int64) if data.carry_in is None else data.carry_in
     ints = ["UniqueIntID"]
@@ -364,13 +372,18 @@ def addition_n_spec(
         if label_totals:  # one place (p = 0): the total is the label's digit plus ten times the carry out
             totals = labels[:, 0] + 10 * labels[:, 1]
             truth["PlaceSum"] = [(a, 0, z, float(totals[a] == z)) for a in adds for z in range(20)]
+    carry_in_rows = [(a, 0, c, float(c == carry_in[a])) for a in adds for c in (0, 1)] if kept[0] == 0 else []
+    if label_carry_in:
+        assert truth is not None
+        truth["Carry"] += carry_in_rows
+        carry_rows += [row[:3] for row in carry_in_rows]
     entities = sorted({i for _, _, i1, i2 in place_rows for i in (i1, i2)})
     spec = ModelSpec.from_python(
         rules=FORMS[form].read_text(),
         predicates=preds,
         observations={
             "Place": place_rows,
-            **({"Carry": [(a, 0, c, float(c == carry_in[a])) for a in adds for c in (0, 1)]} if kept[0] == 0 else {}),
+            **({"Carry": carry_in_rows} if carry_in_rows and not label_carry_in else {}),
             **helpers,
         },
         targets={

@@ -45,6 +45,7 @@ from ..presets import by_name, load_presets
 from ..reporting import WholeRun, append_csv, mean_std, non_defaults, read_groups, write_rows
 from ..sweep import BASE_MEMORY_MB, RayOptions, Run, add_ray_arguments, run_digest, workers_text
 from .model import AdditionsN, abduced_places, addition_n_spec, make_additions_n, sum_digits
+from .relabelled import RelabelledPlaces
 
 __all__ = [
     "BEST_REPORTED",
@@ -126,6 +127,10 @@ class Setting:
             where an addition has one wrong digit, that digit's place with its true total.
         label_totals: Label the abduced places' totals too (``label_totals`` of
             :func:`~experiments.mnist_add_n.model.addition_n_spec`): their learning steps then need no solve.
+        relabel_places: With ``label_totals``, serve the abduced places from one resident program per batch
+            size, relabelled before each step (:class:`~experiments.mnist_add_n.relabelled.RelabelledPlaces`):
+            the same batches, energies and gradients, and no grounding in an abduction round (False: each
+            round grounds its places' programs).
         drop_settled_ends: From each abduction round on, train only the end-place programs that hold a place
             not abduced yet: a program whose every place has a one-place program leaves training (its places
             are trained there, with their carries observed).
@@ -167,6 +172,7 @@ class Setting:
     abduce_from_top: bool = False
     abduce_between: bool = False
     label_totals: bool = False
+    relabel_places: bool = True
     drop_settled_ends: bool = False
     select: str = "best"
     psl_test: bool = True
@@ -266,7 +272,13 @@ def _programs(setting: Setting, data: AdditionsN, images: np.ndarray, seed: int,
 
 
 def _abduced_programs(
-    setting: Setting, network: Any, data: AdditionsN, images: np.ndarray, seed: int, settled: set[int]
+    setting: Setting,
+    network: Any,
+    data: AdditionsN,
+    images: np.ndarray,
+    seed: int,
+    settled: set[int],
+    relabelled: RelabelledPlaces | None = None,
 ) -> tuple[list, set[int]]:
     """One-place training programs of the places the network's digits settle, but for those ``settled`` already.
 
@@ -276,6 +288,8 @@ def _abduced_programs(
         data: The training additions; ``images`` their pool's prepared images.
         seed: Shuffles the places into programs.
         settled: The places that have programs, each named by the entity id of its first image (unique).
+        relabelled: Serve the places from these resident programs (``(bridge, inputs, labels)`` per batch, the
+            bridges shared) instead of grounding a program per batch; needs ``label_totals``.
 
     Returns:
         The new programs, and the places they hold (named alike).
@@ -295,15 +309,21 @@ def _abduced_programs(
         len(settled),
         100 * float(np.mean(totals == places.sum_digits @ [1, 10])),
     )
+    per_batch = setting.program_places or setting.additions_per_batch * data.places
+    held = {int(i) for i in places.images[:, 0, 0]}
+    if relabelled is not None:
+        if not setting.label_totals:
+            raise ValueError("relabelled one-place programs need label_totals (every target labelled)")
+        return relabelled.batches(places, images, per_batch, seed), held
     return component_batches(
         addition_n_spec(places, form=setting.form, label_totals=setting.label_totals),
         {"Neural": (range(len(data.pool)), images)},
-        setting.program_places or setting.additions_per_batch * data.places,
+        per_batch,
         entities={"Place": [0]},
         seed=seed,
         options={ITERATION_CAPS[setting.reasoner]: str(setting.admm_iterations)},
         reasoner=setting.reasoner,
-    ), {int(i) for i in places.images[:, 0, 0]}
+    ), held
 
 
 def _unsettled(programs: list, data: AdditionsN, settled: set[int]) -> list:
@@ -444,6 +464,10 @@ def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
     )
     abduced: list = []
     settled: set[int] = set()
+    relabelled = None
+    if setting.label_totals and setting.relabel_places:
+        options = {ITERATION_CAPS[setting.reasoner]: str(setting.admm_iterations)}
+        relabelled = RelabelledPlaces(setting.form, options=options, reasoner=setting.reasoner)
     try:
         done = 0
         while done < setting.epochs and not out_of_time():
@@ -451,7 +475,9 @@ def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
             if done < warm_epochs:
                 programs, length = warm, warm_epochs - done
                 if setting.abduce_every and done >= setting.abduce_after:
-                    more, new = _abduced_programs(setting, network, train, train_images, seed + split + done, settled)
+                    more, new = _abduced_programs(
+                        setting, network, train, train_images, seed + split + done, settled, relabelled
+                    )
                     abduced, settled = abduced + more, settled | new
                     stage["abduced"] = len(settled)
                     ends = _unsettled(warm, train, settled) if setting.drop_settled_ends else warm
@@ -465,6 +491,8 @@ def run_split(setting: Setting, split: int, seed: int) -> dict[str, Any]:
             done += length
     finally:
         _close([*warm, *batches, *abduced])
+        if relabelled is not None:
+            relabelled.close()
     learn_s = training_seconds()
     t1 = time.perf_counter()
     last = len(history["val_sum_acc"]) - 1
@@ -535,9 +563,9 @@ def restart_optimizer(optimizer: Any) -> None:
 
 
 def _close(programs: list) -> None:
-    """Close the bridges of ``programs``."""
-    for bridge, _ in programs:
-        bridge.close()
+    """Close the bridges of ``programs`` (each ``(bridge, inputs)`` or ``(bridge, inputs, labels)``)."""
+    for program in programs:
+        program[0].close()
 
 
 def run_split_task(setting: dict[str, Any], split: int, seed: int) -> dict[str, Any]:
