@@ -16,8 +16,14 @@ gradient against the reference's on the same outputs: the energy's relative gap 
 gradient difference once each image's row is centred (a per-image constant is a subgradient tie that the
 network's softmax cancels).
 
-Run: ``python -m benchmarks abduced --places 44`` (the runner's program size); writes ``abduced.csv`` and
-``abduced.md`` under ``--out``.
+A second table times an abduction round's build for ``--round-places`` places, in batches of 44, ready for
+``fit`` (a :class:`~pslbridge.keras.ProgramData`): ``grounded``, a program grounded per batch
+(:func:`pslbridge.batching.component_batches`, ``relabel_places=False``), against ``relabelled``, resident programs
+relabelled per batch (:class:`~experiments.mnist_add_n.relabelled.RelabelledPlaces`, grounded here too, one per
+batch size), interleaved, medians over ``--round-repeats``.
+
+Run: ``python -m benchmarks abduced --places 44 --round-places 2000`` (the runner's program size); writes
+``abduced.csv``, ``abduced-round.csv`` and ``abduced.md`` under ``--out``.
 
 Example:
     >>> rows = measure(4, steps=2)
@@ -41,7 +47,7 @@ from experiments.reporting import append_csv
 
 from .resident import drift
 
-__all__ = ["VARIANTS", "main", "measure"]
+__all__ = ["VARIANTS", "main", "measure", "measure_round"]
 
 _EXACT = {"admmreasoner.epsilonabs": "1e-7", "admmreasoner.epsilonrel": "1e-7", "admmreasoner.maxiterations": "50000"}
 
@@ -126,6 +132,56 @@ def measure(places: int, *, steps: int = 5, seed: int = 0) -> list[dict[str, Any
     return rows
 
 
+def _round_build(places: Any, images: np.ndarray, variant: str, per_batch: int) -> float:
+    """Seconds to build one abduction round's ``ProgramData`` from ``places`` (its programs closed after)."""
+    from experiments.mnist_add_n.model import addition_n_spec
+    from experiments.mnist_add_n.relabelled import RelabelledPlaces
+    from pslbridge.batching import component_batches
+    from pslbridge.keras import ProgramData
+
+    inputs = (range(len(images)), images)
+    start = time.perf_counter()
+    if variant == "grounded":
+        spec = addition_n_spec(places, form="pairs", label_totals=True)
+        batches = component_batches(spec, {"Neural": inputs}, per_batch, entities={"Place": [0]}, seed=0)
+        ProgramData(batches, seed=0)
+        seconds = time.perf_counter() - start
+        for bridge, _ in batches:
+            bridge.close()
+        return seconds
+    with RelabelledPlaces("pairs") as resident:
+        ProgramData(resident.batches(places, images, per_batch, seed=0), seed=0)
+        return time.perf_counter() - start
+
+
+def measure_round(places: int, *, per_batch: int = 44, repeats: int = 1, seed: int = 0) -> dict[str, Any]:
+    """An abduction round's build, grounded per batch and relabelled, interleaved; medians over ``repeats``.
+
+    Returns:
+        ``places``, ``batches``, ``grounded_s``, ``relabelled_s`` and ``ratio`` (grounded / relabelled).
+
+    Example:
+        >>> row = measure_round(20, per_batch=8)
+        >>> row["batches"], row["grounded_s"] > 0, row["relabelled_s"] > 0
+        (3, True, True)
+    """
+    data, _ = _places(places, seed)
+    images = np.arange(len(data.pool), dtype=np.float32)[:, None]  # an input row per image
+    times: dict[str, list[float]] = {"grounded": [], "relabelled": []}
+    for _ in range(repeats):
+        for variant, seconds in times.items():
+            seconds.append(_round_build(data, images, variant, per_batch))
+    grounded, relabelled = (statistics.median(times[v]) for v in ("grounded", "relabelled"))
+    batches = -(-places // per_batch)
+    return {
+        "places": places,
+        "batches": batches,
+        "grounded_s": grounded,
+        "relabelled_s": relabelled,
+        "ratio": grounded / relabelled,
+    }
+
+
 def _table(rows: list[dict[str, Any]]) -> str:
     lines = [
         "| places | variant | step ms | latent iterations | energy | energy gap | gradient gap | capped / labelled |",
@@ -148,6 +204,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--places", type=positive_int, nargs="+", default=[44], help="program sizes")
     parser.add_argument("--steps", type=positive_int, default=10, help="timed steps per variant (after a warm-up)")
+    parser.add_argument("--round-places", type=int, default=2000, help="places of the timed abduction round (0: none)")
+    parser.add_argument("--round-repeats", type=positive_int, default=1, help="interleaved builds per variant")
     parser.add_argument("--out", type=Path, default=Path("out/bench"), help="output folder")
     args = parser.parse_args(argv)
     from pslbridge import jvm
@@ -165,6 +223,16 @@ def main(argv: list[str] | None = None) -> int:
         + "\n\nEnergy and gradient gaps are the last step's, against `latent-exact` on the same network outputs; "
         "gradients centred per image.\n"
     )
+    if args.round_places > 0:
+        row = measure_round(args.round_places, repeats=args.round_repeats)
+        append_csv(args.out / "abduced-round.csv", row, list(row))
+        print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
+        text += (
+            "\n| round places | batches of 44 | grounded s | relabelled s | grounded / relabelled |\n"
+            "|---|---|---|---|---|\n"
+            f"| {row['places']} | {row['batches']} | {row['grounded_s']:.2f} | {row['relabelled_s']:.2f} | "
+            f"{row['ratio']:.1f}x |\n"
+        )
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "abduced.md").write_text(text)
     print(text)

@@ -179,6 +179,12 @@ def _checked_labels(
             raise ConfigurationError(
                 f"program {k}: labels for {name} need one value per truth row ({counts[key]}), got shape {array.shape}"
             )
+        bad = np.flatnonzero(~np.isfinite(array) | (array < 0.0) | (array > 1.0))
+        if bad.size:
+            raise ConfigurationError(
+                f"program {k}: labels for {name}: truth row {int(bad[0])} got {array[bad[0]]}; a label is a number "
+                "in [0, 1]"
+            )
         out[str(name)] = array
     return out
 

@@ -123,6 +123,20 @@ def test_report_states_the_abduced_places_goal(tmp_path):
     assert verdict(0.0125, 0.01)[0] == "missed"  # fast, but not at the MAP state's energy
 
 
+def test_report_states_the_abduction_round_goal(tmp_path):
+    from benchmarks.report import goals
+
+    def verdict(ratio: float) -> tuple[str, str]:
+        (tmp_path / "abduced-round.csv").write_text(
+            f"places,batches,grounded_s,relabelled_s,ratio\n2000,46,8,1,{ratio}\n"
+        )
+        found = {goal.split(":")[0]: (v, evidence) for goal, v, evidence in goals(tmp_path)}
+        return found["MNIST-Add-N abduction round"]
+
+    assert verdict(31.5) == ("holds", "31.5x at 2000 places")
+    assert verdict(4.0)[0] == "missed"
+
+
 def test_overhead_benchmark_smoke(jvm_started):
     from benchmarks.overhead import measure
 

@@ -539,6 +539,9 @@ def test_one_bridge_relabelled_per_batch_trains_as_the_programs_grounded_with_th
     assert weights[0][1][-1] < weights[0][1][0]  # it learned
     with pytest.raises(ConfigurationError, match=r"program 1: labels for ImageSum need one value per truth row"):
         ProgramData([(resident, inputs[0], labels[0]), (resident, inputs[1], {"ImageSum": [1.0]})])
+    bad = {"ImageSum": np.where(np.arange(len(rows)) == 4, np.nan, 0.0)}
+    with pytest.raises(ConfigurationError, match=r"program 1: labels for ImageSum: truth row 4 got nan"):
+        ProgramData([(resident, inputs[0], labels[0]), (resident, inputs[1], bad)])
     with pytest.raises(ConfigurationError, match=r"program 0: labels for 'Nope': unknown predicate"):
         ProgramData([(resident, inputs[0], {"Nope": [1.0]})])
     for bridge in (*grounded, resident):

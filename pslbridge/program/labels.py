@@ -230,7 +230,8 @@ def set_labels(program: Any, labels: Mapping[str, Any]) -> int:
 
     ``program`` is a :class:`~pslbridge.program.GroundProgram`; ``values`` holds one number in [0, 1] per truth
     row of the predicate, in :func:`truth_rows` order. The ground program is unchanged; learning steps and PSL's
-    evaluators read the new labels.
+    evaluators read the new labels. A row whose atom is not a random variable of the program has no label, as
+    when the program was grounded (:meth:`Labels.row_positions`), so its value is checked and not used.
 
     Returns:
         How many labels changed.
