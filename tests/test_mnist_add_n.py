@@ -475,6 +475,8 @@ def test_relabelled_programs_hold_the_grounded_programs_places_energies_and_grad
         assert bridge.learn_step({"Neural": truth[keys]}).energy < 1e-3  # the true digits satisfy the labels
     with pytest.raises(ValueError, match="relabelled one-place programs need label_totals"):
         _abduced_programs(replace(setting, label_totals=False), Guess(), train, ids, 4, set(), relabelled=resident)
+    with pytest.raises(ValueError, match="label_carry_in needs label_totals"):
+        addition_n_spec(abduced_places(train, train.digits), label_carry_in=True)
 
 
 def test_a_run_on_relabelled_programs_trains_as_one_on_programs_grounded_per_round(jvm_started):

@@ -317,7 +317,7 @@ def addition_n_spec(
         label_carry_in: With ``label_totals``: the carry in is a labelled target instead of an observation. A
             learning step reads the same energy and gradient (no target is latent), and every label can then
             be given new values in place (:meth:`pslbridge.Bridge.set_labels`): one ground program serves any
-            one-place additions of its size (:func:`relabelled_places`).
+            one-place additions of its size (:class:`~experiments.mnist_add_n.relabelled.RelabelledPlaces`).
 
     Raises:
         ValueError: ``form`` is not a key of :data:`FORMS`, ``places`` is empty or outside ``0..N-1``, or

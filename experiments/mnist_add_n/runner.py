@@ -118,7 +118,7 @@ class Setting:
         abduce_every: In the warm-up, from epoch ``abduce_after`` on, every this many epochs the network's
             digits decode the training additions, and the places whose carries they settle consistently with the
             label (:func:`~experiments.mnist_add_n.model.abduced_places`) and have no program yet join the end
-            places as one-place programs with those carries observed (a settled place keeps its program; 0: off).
+            places as one-place programs with those carries given (a settled place keeps its program; 0: off).
         abduce_after: Epochs of the warm-up before the first abduction.
         abduce_from_top: Also abduce the places the label settles from its top place down (``from_top`` of
             :func:`~experiments.mnist_add_n.model.abduced_places`).
