@@ -24,6 +24,7 @@ import numpy as np
 from .bridge import Bridge
 from .errors import ConfigurationError, ModelFileError
 from .neural_inputs import align_rows
+from .program.labels import first_bad_label
 
 __all__ = ["ProgramData", "keras_views"]
 
@@ -179,11 +180,10 @@ def _checked_labels(
             raise ConfigurationError(
                 f"program {k}: labels for {name} need one value per truth row ({counts[key]}), got shape {array.shape}"
             )
-        bad = np.flatnonzero(~np.isfinite(array) | (array < 0.0) | (array > 1.0))
-        if bad.size:
+        row = first_bad_label(array)
+        if row >= 0:
             raise ConfigurationError(
-                f"program {k}: labels for {name}: truth row {int(bad[0])} got {array[bad[0]]}; a label is a number "
-                "in [0, 1]"
+                f"program {k}: labels for {name}: truth row {row} got {array[row]}; a label is a number in [0, 1]"
             )
         out[str(name)] = array
     return out

@@ -62,7 +62,8 @@ class RelabelledPlaces:
     def __init__(self, form: str = "pairs", **bridge_kwargs: Any) -> None:
         self.form, self.bridge_kwargs = form, bridge_kwargs
         self._bridges: dict[int, Bridge] = {}
-        self._rows: dict[int, dict[str, np.ndarray]] = {}
+        self._rows: dict[int, dict[str, np.ndarray]] = {}  # per size: each label predicate's truth rows
+        self._keys: dict[int, list[Any]] = {}  # per size: the program's entities, in its row order
 
     def bridge(self, size: int) -> Bridge:
         """The program of ``size`` places (grounded on first use): place ``k``'s digits are entities 2k, 2k+1."""
@@ -80,6 +81,7 @@ class RelabelledPlaces:
             self._rows[size] = {
                 name: np.asarray(bridge.truth_rows(name), dtype=np.int64) for name in ("SumDigit", "Carry", "PlaceSum")
             }
+            self._keys[size] = entity_keys(bridge.entities("Neural"))
         return self._bridges[size]
 
     def labels(self, places: AdditionsN) -> dict[str, np.ndarray]:
@@ -112,8 +114,8 @@ class RelabelledPlaces:
         for batch in batch_places(places.n_additions, per_batch, seed):
             chosen = places.take(batch)
             bridge = self.bridge(chosen.n_additions)
-            keys = entity_keys(bridge.entities("Neural"))
-            slot = np.asarray([int(k) for k in keys], dtype=np.int64)
+            keys = self._keys[chosen.n_additions]
+            slot = np.asarray(keys, dtype=np.int64)
             entity = chosen.images[slot // 2, slot % 2, 0]
             out.append((bridge, {"Neural": (keys, np.asarray(images)[entity])}, self.labels(chosen)))
         return out

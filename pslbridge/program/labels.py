@@ -30,7 +30,7 @@ from ..errors import ConfigurationError
 from ..model import ModelSpec
 from .atoms import DELIMITER, AtomIndex
 
-__all__ = ["Labels", "set_labels", "truth_rows"]
+__all__ = ["Labels", "first_bad_label", "set_labels", "truth_rows"]
 
 
 class Labels:
@@ -225,6 +225,17 @@ def truth_rows(spec: ModelSpec, predicate: str) -> list[tuple[Any, ...]]:
     return [tuple(row) for table in spec.tables(pred.name, "truth") for row in table.args]
 
 
+def first_bad_label(values: np.ndarray) -> int:
+    """The first position of ``values`` that is no label (non-finite, or outside [0, 1]); -1 when all are.
+
+    Examples:
+        >>> first_bad_label(np.array([0.0, 1.0, 1.5, np.nan])), first_bad_label(np.array([0.5]))
+        (2, -1)
+    """
+    bad = np.flatnonzero(~np.isfinite(values) | (values < 0.0) | (values > 1.0))
+    return int(bad[0]) if bad.size else -1
+
+
 def set_labels(program: Any, labels: Mapping[str, Any]) -> int:
     """Check every ``{target predicate: values}``, then give the program's labels those values (all or none).
 
@@ -265,9 +276,8 @@ def set_labels(program: Any, labels: Mapping[str, Any]) -> int:
             raise ConfigurationError(
                 f"set_labels: {pred.name} has {positions.size} truth rows; got values of shape {array.shape}"
             )
-        bad = np.flatnonzero(~np.isfinite(array) | (array < 0.0) | (array > 1.0))
-        if bad.size:
-            row = int(bad[0])
+        row = first_bad_label(array)
+        if row >= 0:
             arguments = ", ".join(map(str, truth_rows(program.spec, pred.name)[row]))
             raise ConfigurationError(
                 f"set_labels: {pred.name} truth row {row} ({arguments}) got {array[row]}; a label is a number in [0, 1]"
